@@ -1,0 +1,39 @@
+# The kit's commands. `make demo` and `make test` are all a newcomer needs; both create the
+# virtual environment first when it is missing or older than pyproject.toml.
+
+PYTHON      ?= python3
+VENV        ?= .venv
+PY          := $(VENV)/bin/python
+SUBMISSIONS ?= autograder/submissions
+OUT         ?= build/grades
+WORKERS     ?= $(shell nproc 2>/dev/null || echo 2)
+
+.PHONY: venv release grade demo test clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] < (3, 10))' || \
+	  { echo "error: $(PYTHON) is older than 3.10; run 'make PYTHON=python3.11 ...'" >&2; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[course]"
+	touch $@
+
+## Student release of every notebook into build/release/<assignment>/<assignment>.ipynb
+release: venv
+	$(PY) -m autograder.release
+
+## Grade a class: make grade SUBMISSIONS=<dir>/<student>/<assignment>/*.ipynb OUT=<dir> [WORKERS=n]
+grade: release
+	$(PY) -m autograder.grade "$(SUBMISSIONS)" "$(OUT)" --workers $(WORKERS)
+
+## Release, then grade the bundled sample submissions plus the blank release, and print the table
+demo: release
+	$(PY) -m autograder.grade autograder/submissions build/demo --with-blank --workers $(WORKERS)
+
+test: venv
+	$(PY) -m pytest
+
+clean:
+	rm -rf build

@@ -1,0 +1,63 @@
+"""Autograde one submission with nbgrader, in a workspace of its own.
+
+Each submission gets a private nbgrader course directory (a copy of the release gradebook,
+the instructor source, the submitted notebook). Workers therefore never share a SQLite
+gradebook, and the student's original file is only ever read.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from nbgrader.converters import Autograde
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.utils import capture_log
+
+from .course import nbgrader_config
+from .intake import Submission
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """The nbgrader course directory in which one submission is graded."""
+
+    root: Path
+    student: str
+    assignment: str
+
+    @property
+    def gradebook(self) -> Path:
+        return self.root / "gradebook.db"
+
+    @property
+    def autograded_notebook(self) -> Path:
+        return self.root / "autograded" / self.student / self.assignment / f"{self.assignment}.ipynb"
+
+
+def prepare_workspace(submission: Submission, release_root: Path, work_root: Path) -> Workspace:
+    """Lay out a fresh course directory for `submission` under `work_root`, from the built release."""
+    root = work_root / f"{submission.student}--{submission.assignment}"
+    if root.exists():
+        shutil.rmtree(root)
+    name = submission.assignment
+    shutil.copytree(release_root / "source" / name, root / "source" / name)
+    shutil.copy2(release_root / "gradebook.db", root / "gradebook.db")
+    submitted = root / "submitted" / submission.student / name
+    submitted.mkdir(parents=True)
+    shutil.copyfile(submission.notebook, submitted / f"{name}.ipynb")  # a copy: the original stays untouched
+    return Workspace(root, submission.student, name)
+
+
+def run_autograde(workspace: Workspace) -> tuple[bool, str]:
+    """nbgrader autograde in `workspace`; returns (success, nbgrader's log and any traceback)."""
+    config = nbgrader_config(workspace.root)
+    coursedir = CourseDirectory(config=config)
+    coursedir.assignment_id = workspace.assignment
+    coursedir.student_id = workspace.student
+    app = Autograde(coursedir=coursedir, config=config)
+    app.force = True
+    app.create_student = True
+    result = capture_log(app)
+    return bool(result["success"]), result.get("log", "") + result.get("error", "")

@@ -1,0 +1,36 @@
+"""Where the kit's files live, which assignments exist, and the nbgrader config for a folder."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from traitlets.config import Config
+from traitlets.config.loader import PyFileConfigLoader
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = REPO / "notebooks"
+BUILD = REPO / "build"
+RELEASE = BUILD / "release"
+CONFIG_FILE = Path(__file__).resolve().parent / "nbgrader_config.py"
+
+# nbgrader runs the `alembic` command from PATH when it opens a gradebook. Put this
+# interpreter's bin folder first, so `.venv/bin/python -m autograder.grade` works without
+# activating the virtual environment.
+_BIN = str(Path(sys.executable).parent)
+if os.environ.get("PATH", "").split(os.pathsep)[0] != _BIN:
+    os.environ["PATH"] = _BIN + os.pathsep + os.environ.get("PATH", "")
+
+
+def assignments() -> dict[str, Path]:
+    """Instructor source notebook of each assignment, keyed by the notebook's stem (01_tensors, ...)."""
+    return {path.stem: path for path in sorted(NOTEBOOKS.glob("*.ipynb"))}
+
+
+def nbgrader_config(root: Path) -> Config:
+    """The kit's nbgrader config with its course directory and gradebook under `root`."""
+    config = PyFileConfigLoader(CONFIG_FILE.name, path=str(CONFIG_FILE.parent)).load_config()
+    config.CourseDirectory.root = str(root)
+    config.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
+    return config

@@ -1,0 +1,134 @@
+"""Grade a whole class: python -m autograder.grade SUBMISSIONS OUT [--workers N] [--with-blank]
+
+Reads SUBMISSIONS/<student>/<assignment>/*.ipynb, autogrades each submission with nbgrader in
+its own workspace (several at once), and writes into OUT:
+  grades.csv      student_id, assignment, score, max_score
+  results.csv     one row per test cell with status passed/failed/error/timeout and a message
+  feedback/<student>/<assignment>/feedback.html   what the student may see (no test source)
+  autograded/<student>/<assignment>/              the executed notebooks, for the TA only
+  logs/           nbgrader's log for every submission whose grading failed
+A submission that cannot be graded costs its student the points and the TA nothing: it gets
+error rows with the reason, and the rest of the class is graded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import warnings
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from .autograde import prepare_workspace, run_autograde
+from .course import BUILD, RELEASE, assignments
+from .feedback import write_feedback
+from .intake import Submission, discover
+from .release import build_release
+from .report import grade_table, write_csvs
+from .results import TestResult, collect, test_cells
+
+
+def quiet_worker(log_dir: Path) -> None:
+    """Send a worker's own output (nbgrader's log, kernel start-up noise) to a log file, not the TA's terminal."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = open(log_dir / f"worker-{os.getpid()}.log", "ab", buffering=0)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+        os.dup2(log.fileno(), stream.fileno())
+    warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy chatter inside nbgrader
+
+
+def grade_submission(submission: Submission, out: Path) -> list[TestResult]:
+    """Autograde one vetted submission (runs in a worker process) and return its rows."""
+    workspace = prepare_workspace(submission, BUILD, out / ".work")
+    source = workspace.root / "source" / submission.assignment / f"{submission.assignment}.ipynb"
+    success, log = run_autograde(workspace)
+    rows = collect(workspace, source, success, log)
+    if workspace.autograded_notebook.exists():
+        keep = out / "autograded" / submission.student / submission.assignment
+        keep.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(workspace.autograded_notebook, keep)
+    if not success:
+        (out / "logs").mkdir(exist_ok=True)
+        (out / "logs" / f"{submission.student}--{submission.assignment}.log").write_text(log, encoding="utf-8")
+    shutil.rmtree(workspace.root, ignore_errors=True)
+    return rows
+
+
+def problem_rows(submission: Submission) -> list[TestResult]:
+    """Error rows for a submission that could not be graded: one per test cell, or one if the assignment is unknown."""
+    source = assignments().get(submission.assignment)
+    cells = test_cells(source) if source else [("", 0.0)]
+    return [TestResult(submission.student, submission.assignment, gid, 0.0, pts, "error", submission.problem or "")
+            for gid, pts in cells]
+
+
+def blank_submissions() -> list[Submission]:
+    """The untouched release notebook of every assignment, as student "blank": it must score 0."""
+    return [Submission("blank", name, RELEASE / name / f"{name}.ipynb") for name in assignments()]
+
+
+def grade_class(submissions: list[Submission], out: Path, workers: int) -> list[TestResult]:
+    """Grade every submission, `workers` at a time, with a progress bar; write CSVs and feedback."""
+    rows: list[TestResult] = []
+    gradable = [s for s in submissions if s.problem is None]
+    for s in submissions:
+        if s.problem is not None:
+            rows.extend(problem_rows(s))
+    os.environ.setdefault("MPLBACKEND", "Agg")  # kernels inherit it: no plot windows while grading
+    with ProcessPoolExecutor(max_workers=max(1, workers), mp_context=get_context("spawn"),
+                             initializer=quiet_worker, initargs=(out / "logs",)) as pool, \
+            tqdm(total=len(gradable), unit="submission", desc="grading", file=sys.stderr) as progress:
+        futures = {pool.submit(grade_submission, s, out): s for s in gradable}
+        for future in as_completed(futures):
+            s = futures[future]
+            try:
+                rows.extend(future.result())
+            except Exception as err:  # a worker that died must not lose the rest of the class
+                rows.extend(problem_rows(Submission(s.student, s.assignment, s.notebook,
+                                                    f"grading crashed: {type(err).__name__}: {err}")))
+            progress.set_postfix_str(f"{s.student}/{s.assignment}")
+            progress.update()
+    shutil.rmtree(out / ".work", ignore_errors=True)
+    for student, assignment in sorted({(r.student_id, r.assignment) for r in rows}):
+        write_feedback(out, student, assignment, [r for r in rows if (r.student_id, r.assignment) == (student, assignment)])
+    write_csvs(out, rows)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("submissions", type=Path, help="folder of <student>/<assignment>/*.ipynb")
+    parser.add_argument("out", type=Path, help="folder for grades.csv, results.csv and feedback/")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="submissions graded at once")
+    parser.add_argument("--with-blank", action="store_true", help="also grade the blank release as student 'blank'")
+    args = parser.parse_args(argv)
+
+    if not (BUILD / "gradebook.db").exists():
+        build_release()
+    try:
+        submissions = discover(args.submissions, set(assignments()))
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.with_blank:
+        submissions += blank_submissions()
+    if not submissions:
+        print(f"error: no <student>/<assignment>/ folders under {args.submissions}", file=sys.stderr)
+        return 2
+    for s in submissions:
+        if s.problem:
+            print(f"cannot grade {s.student}/{s.assignment}: {s.problem}", file=sys.stderr)
+    rows = grade_class(submissions, args.out.resolve(), args.workers)
+    print(grade_table(rows))
+    print(f"\nwrote {args.out}/grades.csv, results.csv and feedback/ for {len(submissions)} submissions")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

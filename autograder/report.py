@@ -1,0 +1,53 @@
+"""The class-level outputs: grades.csv, results.csv and the table printed at the end of a run."""
+
+from __future__ import annotations
+
+import csv
+from collections import defaultdict
+from pathlib import Path
+
+from .results import TestResult
+
+GRADE_COLUMNS = ["student_id", "assignment", "score", "max_score"]
+
+
+def totals(rows: list[TestResult]) -> dict[tuple[str, str], tuple[float, float]]:
+    """(score, max_score) per (student, assignment)."""
+    sums: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for r in rows:
+        entry = sums[(r.student_id, r.assignment)]
+        entry[0] += r.score
+        entry[1] += r.max_score
+    return {key: (score, top) for key, (score, top) in sorted(sums.items())}
+
+
+def write_csvs(out: Path, rows: list[TestResult]) -> None:
+    """Write OUT/results.csv (one row per test cell) and OUT/grades.csv (one per submission)."""
+    out.mkdir(parents=True, exist_ok=True)
+    ordered = sorted(rows, key=lambda r: (r.student_id, r.assignment))
+    with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=TestResult.columns())
+        writer.writeheader()
+        writer.writerows(r.as_row() for r in ordered)
+    with open(out / "grades.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(GRADE_COLUMNS)
+        for (student, assignment), (score, top) in totals(rows).items():
+            writer.writerow([student, assignment, f"{score:g}", f"{top:g}"])
+
+
+def grade_table(rows: list[TestResult]) -> str:
+    """A plain-text table: one line per student, one column per assignment, "score/max"."""
+    table = totals(rows)
+    students = sorted({s for s, _ in table})
+    assignments = sorted({a for _, a in table})
+    width = max([len("student")] + [len(s) for s in students])
+    cols = [max(len(a), 9) for a in assignments]
+    lines = ["  ".join(["student".ljust(width)] + [a.rjust(w) for a, w in zip(assignments, cols)])]
+    for student in students:
+        cells = []
+        for assignment, w in zip(assignments, cols):
+            score = table.get((student, assignment))
+            cells.append((f"{score[0]:g}/{score[1]:g}" if score else "-").rjust(w))
+        lines.append("  ".join([student.ljust(width)] + cells))
+    return "\n".join(lines)

@@ -1,0 +1,110 @@
+"""Turn a graded workspace into one row per test cell: score, status and a message for the student.
+
+Scores come from the gradebook nbgrader wrote; the status and message come from the error
+output of the test cell in the autograded notebook. Only the exception's name and message are
+kept, never the traceback, which would quote hidden test source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import nbformat
+from nbgrader.api import Gradebook, MissingEntry
+
+from .autograde import Workspace
+
+STATUSES = ("passed", "failed", "error", "timeout")
+TIMEOUT_ERRORS = {"CellTimeoutError", "TimeoutError"}
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """One row of results.csv."""
+
+    student_id: str
+    assignment: str
+    grade_id: str
+    score: float
+    max_score: float
+    status: str
+    message: str
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    def as_row(self) -> dict:
+        return asdict(self)
+
+
+def test_cells(notebook: Path) -> list[tuple[str, float]]:
+    """(grade_id, points) of each autograded test cell of a notebook, in notebook order."""
+    nb = nbformat.read(notebook, as_version=4)
+    cells = []
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+            cells.append((meta["grade_id"], float(meta.get("points", 0))))
+    return cells
+
+
+def _error_outputs(notebook: Path) -> dict[str, dict]:
+    """The first error output of each graded cell of an executed notebook, by grade_id."""
+    errors = {}
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        for output in cell.get("outputs", []):
+            if grade_id and output.get("output_type") == "error":
+                errors.setdefault(grade_id, output)
+    return errors
+
+
+def describe_error(output: dict) -> tuple[str, str]:
+    """(status, message) for a test cell's error output."""
+    name, value = output.get("ename", "Error"), str(output.get("evalue", "")).strip()
+    if name in TIMEOUT_ERRORS:
+        return "timeout", f"{name}: the cell ran past the time limit ({value or 'no reply from kernel'})"
+    if name == "AssertionError":
+        return "failed", value or "a check failed (the test gave no message)"
+    if name == "NotImplementedError":
+        return "error", "NotImplementedError: the exercise still raises the stub's NotImplementedError"
+    return "error", f"{name}: {value}" if value else name
+
+
+def collect(workspace: Workspace, source: Path, success: bool, log: str) -> list[TestResult]:
+    """Rows for every test cell of the submission graded in `workspace`."""
+    cells = test_cells(source)
+    student, assignment = workspace.student, workspace.assignment
+    if not success:
+        reason = last_error_line(log)
+        return [TestResult(student, assignment, gid, 0.0, pts, "error", f"grading failed: {reason}")
+                for gid, pts in cells]
+    errors = _error_outputs(workspace.autograded_notebook)
+    rows = []
+    with Gradebook(f"sqlite:///{workspace.gradebook}") as gb:
+        for grade_id, points in cells:
+            try:
+                score = gb.find_grade(grade_id, assignment, assignment, student).score or 0.0
+            except MissingEntry:
+                rows.append(TestResult(student, assignment, grade_id, 0.0, points, "error",
+                                       "test cell missing from the graded notebook"))
+                continue
+            if grade_id in errors:
+                status, message = describe_error(errors[grade_id])
+            elif score >= points:
+                status, message = "passed", ""
+            else:
+                status, message = "failed", f"scored {score:g} of {points:g}"
+            rows.append(TestResult(student, assignment, grade_id, float(score), points, status, message))
+    return rows
+
+
+def last_error_line(log: str) -> str:
+    """The most telling line of an nbgrader log: its last error, else its last line."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.startswith("[ERROR]") or "Error" in line:
+            return line.removeprefix("[ERROR]").strip()
+    return lines[-1] if lines else "no log"

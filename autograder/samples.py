@@ -1,0 +1,68 @@
+"""Sample submissions: the reference student, made from the instructor source, and the expectations file.
+
+The reference submission is the student release with every solution cell filled in with the
+instructor's solution, exactly what a perfect student would hand in. Regenerate it after
+changing a solution:  python -m autograder.samples [assignment ...]
+
+Buggy samples are made by copying the reference folder and editing one solution in Jupyter;
+autograder/submissions/expected.toml lists the test cells each sample must fail.
+"""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from pathlib import Path
+
+import nbformat
+
+from .course import RELEASE, assignments
+
+SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
+EXPECTED = SUBMISSIONS / "expected.toml"
+_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
+
+
+def solution_sources(source: Path) -> dict[str, str]:
+    """The instructor's solution cells, markers removed, by grade_id."""
+    solutions = {}
+    for cell in nbformat.read(source, as_version=4).cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("solution") and cell.cell_type == "code":
+            lines = [line for line in cell.source.splitlines() if line.strip() not in _MARKERS]
+            solutions[meta["grade_id"]] = "\n".join(lines)
+    return solutions
+
+
+def fill_release(assignment: str, answers: dict[str, str]) -> nbformat.NotebookNode:
+    """The release notebook of `assignment` with the solution cells named in `answers` replaced."""
+    nb = nbformat.read(RELEASE / assignment / f"{assignment}.ipynb", as_version=4)
+    for cell in nb.cells:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if grade_id in answers:
+            cell.source = answers[grade_id]
+    return nb
+
+
+def reference_submission(assignment: str) -> nbformat.NotebookNode:
+    """What a student who wrote every instructor solution would submit."""
+    return fill_release(assignment, solution_sources(assignments()[assignment]))
+
+
+def expected_failures() -> dict[str, dict[str, list[str]]]:
+    """{student: {assignment: [grade_ids that must fail]}} from expected.toml."""
+    with open(EXPECTED, "rb") as f:
+        return tomllib.load(f)
+
+
+def main(argv: list[str]) -> int:
+    for name in argv or list(assignments()):
+        path = SUBMISSIONS / "reference" / name / f"{name}.ipynb"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(reference_submission(name), path)
+        print(f"wrote {path.relative_to(SUBMISSIONS.parent.parent)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

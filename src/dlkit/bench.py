@@ -1,0 +1,54 @@
+"""Honest timings: warm up, wait for the device, repeat, report the median.
+
+A GPU runs asynchronously and the first call of anything pays for compilation, caching and
+memory allocation; timing a single cold call measures neither the steady state nor the work.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from .devices import synchronize
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call for each timed repeat."""
+
+    times: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+    @property
+    def spread(self) -> float:
+        """Max minus min of the repeats: how much to trust the median on a noisy machine."""
+        return max(self.times) - min(self.times)
+
+
+def benchmark(fn: Callable[[], object], *, device=None, warmup: int = 2, repeats: int = 7,
+              number: int = 1) -> Timing:
+    """Time `fn()`: `warmup` untimed calls, then `repeats` timings of `number` calls each.
+
+    `device` (a torch device or kind) is synchronised before the clock starts and after the
+    calls, so asynchronous accelerators are measured for the work they did.
+    """
+    if repeats < 1 or number < 1:
+        raise ValueError("repeats and number must be at least 1")
+    for _ in range(warmup):
+        fn()
+    if device is not None:
+        synchronize(device)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        if device is not None:
+            synchronize(device)
+        times.append((time.perf_counter() - start) / number)
+    return Timing(tuple(times))

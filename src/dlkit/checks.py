@@ -1,0 +1,87 @@
+"""Comparisons whose failure messages tell a student where, and by how much, they are off.
+
+Hidden and visible tests use these instead of bare `assert`, so a failing test reads like
+"pairwise_sq_dists is off at [2, 0]: got -1.2e-06, expected 0 ..." rather than "AssertionError".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .convert import to_numpy
+
+# (rtol, atol) by the precision of the value checked: loose enough for a correct answer
+# computed in a different order on another device, tight enough to catch real mistakes.
+_TOLERANCES = {
+    "float16": (1e-2, 1e-3),
+    "bfloat16": (2e-2, 1e-2),
+    "float32": (1e-4, 1e-5),
+    "float64": (1e-7, 1e-9),
+}
+
+
+def tolerances_for(dtype) -> tuple[float, float]:
+    """The default (rtol, atol) for a dtype given as a torch, TF or NumPy dtype or its name."""
+    name = str(getattr(dtype, "name", dtype)).replace("torch.", "")
+    return _TOLERANCES.get(name, _TOLERANCES["float64"])
+
+
+def rel_error(x, y) -> float:
+    """Largest elementwise relative error, |x - y| / max(1e-8, |x| + |y|), as in gradient checks."""
+    a = to_numpy(x).astype(np.float64)
+    b = to_numpy(y).astype(np.float64)
+    if a.size == 0 and b.size == 0:
+        return 0.0
+    return float(np.max(np.abs(a - b) / np.maximum(1e-8, np.abs(a) + np.abs(b))))
+
+
+def _dtype_of(value):
+    return getattr(value, "dtype", np.asarray(value).dtype)
+
+
+def assert_close(actual, expected, *, rtol: float | None = None, atol: float | None = None,
+                 name: str = "result") -> None:
+    """Raise AssertionError naming the worst element when `actual` is not close to `expected`.
+
+    Tolerances default to those of `expected`'s dtype. Shapes must match exactly: silently
+    broadcasting a (n, 1) answer against (n,) is a bug we want students to see.
+    """
+    if actual is None:
+        raise AssertionError(f"{name} is None: did the function forget to return its result?")
+    default_rtol, default_atol = tolerances_for(_dtype_of(expected))
+    rtol = default_rtol if rtol is None else rtol
+    atol = default_atol if atol is None else atol
+    got = to_numpy(actual).astype(np.float64)
+    want = to_numpy(expected).astype(np.float64)
+    if got.shape != want.shape:
+        raise AssertionError(f"{name} has shape {tuple(got.shape)}, expected {tuple(want.shape)}")
+    if not np.isfinite(got).all() and np.isfinite(want).all():
+        where = tuple(int(i) for i in np.argwhere(~np.isfinite(got))[0])
+        raise AssertionError(f"{name} has a non-finite value {got[where]} at index {list(where)}; "
+                             f"expected {want[where]:.6g} (overflow or division by zero?)")
+    err = np.abs(got - want)
+    allowed = atol + rtol * np.abs(want)
+    bad = err > allowed
+    if not bad.any():
+        return
+    worst = np.unravel_index(int(np.argmax(np.where(bad, err - allowed, -np.inf))), got.shape)
+    where = f" at index {[int(i) for i in worst]}" if got.ndim else ""
+    raise AssertionError(
+        f"{name} is off{where}: got {got[worst]:.6g}, expected {want[worst]:.6g} "
+        f"(|error| {err[worst]:.3g} > allowed {allowed[worst]:.3g} = atol {atol:g} + rtol {rtol:g}*|expected|); "
+        f"{int(bad.sum())} of {bad.size} values out of tolerance, max relative error {rel_error(got, want):.3g}"
+    )
+
+
+def assert_same_placement(actual, like, *, name: str = "result") -> None:
+    """Raise AssertionError unless `actual` is a tensor on the same device and of the same dtype as `like`.
+
+    This is what catches a hidden `.cpu()`, a tensor created without `device=`, or a float64
+    constant that silently upcasts a float32 computation.
+    """
+    for attr in ("device", "dtype"):
+        want = getattr(like, attr, None)
+        got = getattr(actual, attr, None)
+        if want is not None and got != want:
+            raise AssertionError(f"{name} has {attr} {got}, but the inputs had {attr} {want}: "
+                                 f"results must stay on the inputs' {attr}")

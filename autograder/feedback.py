@@ -9,14 +9,14 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from .results import TestResult
+from .results import CellResult
 
 _STYLE = """body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem}
 table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;padding:.4rem;text-align:left;vertical-align:top}
 .passed{color:#1a7f37}.failed,.error,.timeout{color:#cf222e}code{white-space:pre-wrap}"""
 
 
-def render(student: str, assignment: str, rows: list[TestResult]) -> str:
+def render(student: str, assignment: str, rows: list[CellResult]) -> str:
     """The feedback page for one student's assignment as a standalone HTML document."""
     score = sum(r.score for r in rows)
     total = sum(r.max_score for r in rows)
@@ -31,7 +31,7 @@ def render(student: str, assignment: str, rows: list[TestResult]) -> str:
             f"<table><tr><th>test</th><th>points</th><th>status</th><th>what went wrong</th></tr>{body}</table>")
 
 
-def write_feedback(out: Path, student: str, assignment: str, rows: list[TestResult]) -> Path:
+def write_feedback(out: Path, student: str, assignment: str, rows: list[CellResult]) -> Path:
     """Write OUT/feedback/<student>/<assignment>/feedback.html and return its path."""
     folder = out / "feedback" / student / assignment
     folder.mkdir(parents=True, exist_ok=True)

@@ -30,7 +30,7 @@ from .feedback import write_feedback
 from .intake import Submission, discover
 from .release import build_release
 from .report import grade_table, write_csvs
-from .results import TestResult, collect, test_cells
+from .results import CellResult, collect, autograded_cells
 
 
 def quiet_worker(log_dir: Path) -> None:
@@ -43,7 +43,7 @@ def quiet_worker(log_dir: Path) -> None:
     warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy chatter inside nbgrader
 
 
-def grade_submission(submission: Submission, out: Path) -> list[TestResult]:
+def grade_submission(submission: Submission, out: Path) -> list[CellResult]:
     """Autograde one vetted submission (runs in a worker process) and return its rows."""
     workspace = prepare_workspace(submission, BUILD, out / ".work")
     source = workspace.root / "source" / submission.assignment / f"{submission.assignment}.ipynb"
@@ -60,11 +60,11 @@ def grade_submission(submission: Submission, out: Path) -> list[TestResult]:
     return rows
 
 
-def problem_rows(submission: Submission) -> list[TestResult]:
+def problem_rows(submission: Submission) -> list[CellResult]:
     """Error rows for a submission that could not be graded: one per test cell, or one if the assignment is unknown."""
     source = assignments().get(submission.assignment)
-    cells = test_cells(source) if source else [("", 0.0)]
-    return [TestResult(submission.student, submission.assignment, gid, 0.0, pts, "error", submission.problem or "")
+    cells = autograded_cells(source) if source else [("", 0.0)]
+    return [CellResult(submission.student, submission.assignment, gid, 0.0, pts, "error", submission.problem or "")
             for gid, pts in cells]
 
 
@@ -73,9 +73,9 @@ def blank_submissions() -> list[Submission]:
     return [Submission("blank", name, RELEASE / name / f"{name}.ipynb") for name in assignments()]
 
 
-def grade_class(submissions: list[Submission], out: Path, workers: int) -> list[TestResult]:
+def grade_class(submissions: list[Submission], out: Path, workers: int) -> list[CellResult]:
     """Grade every submission, `workers` at a time, with a progress bar; write CSVs and feedback."""
-    rows: list[TestResult] = []
+    rows: list[CellResult] = []
     gradable = [s for s in submissions if s.problem is None]
     for s in submissions:
         if s.problem is not None:

@@ -6,12 +6,12 @@ import csv
 from collections import defaultdict
 from pathlib import Path
 
-from .results import TestResult
+from .results import CellResult
 
 GRADE_COLUMNS = ["student_id", "assignment", "score", "max_score"]
 
 
-def totals(rows: list[TestResult]) -> dict[tuple[str, str], tuple[float, float]]:
+def totals(rows: list[CellResult]) -> dict[tuple[str, str], tuple[float, float]]:
     """(score, max_score) per (student, assignment)."""
     sums: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
     for r in rows:
@@ -21,12 +21,12 @@ def totals(rows: list[TestResult]) -> dict[tuple[str, str], tuple[float, float]]
     return {key: (score, top) for key, (score, top) in sorted(sums.items())}
 
 
-def write_csvs(out: Path, rows: list[TestResult]) -> None:
+def write_csvs(out: Path, rows: list[CellResult]) -> None:
     """Write OUT/results.csv (one row per test cell) and OUT/grades.csv (one per submission)."""
     out.mkdir(parents=True, exist_ok=True)
     ordered = sorted(rows, key=lambda r: (r.student_id, r.assignment))
     with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=TestResult.columns())
+        writer = csv.DictWriter(f, fieldnames=CellResult.columns())
         writer.writeheader()
         writer.writerows(r.as_row() for r in ordered)
     with open(out / "grades.csv", "w", newline="", encoding="utf-8") as f:
@@ -36,7 +36,7 @@ def write_csvs(out: Path, rows: list[TestResult]) -> None:
             writer.writerow([student, assignment, f"{score:g}", f"{top:g}"])
 
 
-def grade_table(rows: list[TestResult]) -> str:
+def grade_table(rows: list[CellResult]) -> str:
     """A plain-text table: one line per student, one column per assignment, "score/max"."""
     table = totals(rows)
     students = sorted({s for s, _ in table})

@@ -20,7 +20,7 @@ TIMEOUT_ERRORS = {"CellTimeoutError", "TimeoutError"}
 
 
 @dataclass(frozen=True)
-class TestResult:
+class CellResult:
     """One row of results.csv."""
 
     student_id: str
@@ -39,7 +39,7 @@ class TestResult:
         return asdict(self)
 
 
-def test_cells(notebook: Path) -> list[tuple[str, float]]:
+def autograded_cells(notebook: Path) -> list[tuple[str, float]]:
     """(grade_id, points) of each autograded test cell of a notebook, in notebook order."""
     nb = nbformat.read(notebook, as_version=4)
     cells = []
@@ -73,13 +73,13 @@ def describe_error(output: dict) -> tuple[str, str]:
     return "error", f"{name}: {value}" if value else name
 
 
-def collect(workspace: Workspace, source: Path, success: bool, log: str) -> list[TestResult]:
+def collect(workspace: Workspace, source: Path, success: bool, log: str) -> list[CellResult]:
     """Rows for every test cell of the submission graded in `workspace`."""
-    cells = test_cells(source)
+    cells = autograded_cells(source)
     student, assignment = workspace.student, workspace.assignment
     if not success:
         reason = last_error_line(log)
-        return [TestResult(student, assignment, gid, 0.0, pts, "error", f"grading failed: {reason}")
+        return [CellResult(student, assignment, gid, 0.0, pts, "error", f"grading failed: {reason}")
                 for gid, pts in cells]
     errors = _error_outputs(workspace.autograded_notebook)
     rows = []
@@ -88,7 +88,7 @@ def collect(workspace: Workspace, source: Path, success: bool, log: str) -> list
             try:
                 score = gb.find_grade(grade_id, assignment, assignment, student).score or 0.0
             except MissingEntry:
-                rows.append(TestResult(student, assignment, grade_id, 0.0, points, "error",
+                rows.append(CellResult(student, assignment, grade_id, 0.0, points, "error",
                                        "test cell missing from the graded notebook"))
                 continue
             if grade_id in errors:
@@ -97,7 +97,7 @@ def collect(workspace: Workspace, source: Path, success: bool, log: str) -> list
                 status, message = "passed", ""
             else:
                 status, message = "failed", f"scored {score:g} of {points:g}"
-            rows.append(TestResult(student, assignment, grade_id, float(score), points, status, message))
+            rows.append(CellResult(student, assignment, grade_id, float(score), points, status, message))
     return rows
 
 

@@ -1,0 +1,62 @@
+"""Shared fixtures: one release build and one graded class for every pipeline test.
+
+Grading is the slow part (real kernels), so the whole sample class, the blank release and
+a handful of broken submissions are graded once per test session and inspected by many tests.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder.course import REPO
+from autograder.release import build_release
+from autograder.samples import SUBMISSIONS
+
+# Broken submissions added to the sample class: (student, assignment folder, file name, content).
+BROKEN = [
+    ("broken_json", "01_tensors", "01_tensors.ipynb", '{"cells": [ {"cell_type": "code", '),
+    ("broken_not_notebook", "01_tensors", "01_tensors.ipynb", '{"hello": "world"}'),
+    ("broken_unknown_assignment", "99_nonexistent", "99_nonexistent.ipynb", "{}"),
+    ("broken_empty_folder", "01_tensors", None, None),
+]
+
+
+@pytest.fixture(scope="session")
+def release() -> dict[str, Path]:
+    return build_release()
+
+
+def read_csv(path: Path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="session")
+def graded(release, tmp_path_factory):
+    """Grade the sample submissions, the blank release and the broken submissions, as `make grade` would."""
+    class_dir = tmp_path_factory.mktemp("class")
+    shutil.copytree(SUBMISSIONS, class_dir, dirs_exist_ok=True)
+    for student, folder, name, content in BROKEN:
+        target = class_dir / student / folder
+        target.mkdir(parents=True)
+        if name:
+            (target / name).write_text(content)
+    before = tree_digest(class_dir)
+    out = tmp_path_factory.mktemp("grades")
+    proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(class_dir), str(out), "--with-blank",
+                           "--workers", "2"], cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return {"out": out, "class_dir": class_dir, "before": before, "stdout": proc.stdout, "stderr": proc.stderr,
+            "results": read_csv(out / "results.csv"), "grades": read_csv(out / "grades.csv")}

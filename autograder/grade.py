@@ -107,7 +107,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="folder for grades.csv, results.csv and feedback/")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="submissions graded at once")
     parser.add_argument("--with-blank", action="store_true", help="also grade the blank release as student 'blank'")
+    parser.add_argument("--assignments", default="", help="comma-separated assignments to grade (default: all)")
     args = parser.parse_args(argv)
+    only = {a for a in args.assignments.split(",") if a}
+    unknown = only - set(assignments())
+    if unknown:
+        print(f"error: unknown assignments {sorted(unknown)}; known: {sorted(assignments())}", file=sys.stderr)
+        return 2
 
     if not (BUILD / "gradebook.db").exists():
         build_release()
@@ -118,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.with_blank:
         submissions += blank_submissions()
+    if only:
+        submissions = [s for s in submissions if s.assignment in only]
     if not submissions:
         print(f"error: no <student>/<assignment>/ folders under {args.submissions}", file=sys.stderr)
         return 2

@@ -5,7 +5,7 @@ instructor's solution, exactly what a perfect student would hand in. Regenerate 
 changing a solution:  python -m autograder.samples [assignment ...]
 
 Buggy samples are made by copying the reference folder and editing one solution in Jupyter;
-autograder/submissions/expected.toml lists the test cells each sample must fail.
+autograder/expected/<assignment>.toml lists the test cells each sample must fail.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import nbformat
 from .course import RELEASE, assignments
 
 SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
-EXPECTED = SUBMISSIONS / "expected.toml"
+EXPECTED = Path(__file__).resolve().parent / "expected"
 _MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 
 
@@ -50,9 +50,12 @@ def reference_submission(assignment: str) -> nbformat.NotebookNode:
 
 
 def expected_failures() -> dict[str, dict[str, list[str]]]:
-    """{student: {assignment: [grade_ids that must fail]}} from expected.toml."""
-    with open(EXPECTED, "rb") as f:
-        return tomllib.load(f)
+    """{assignment: {student: [grade_ids that must fail]}} from autograder/expected/<assignment>.toml."""
+    expected = {}
+    for path in sorted(EXPECTED.glob("*.toml")):
+        with open(path, "rb") as f:
+            expected[path.stem] = tomllib.load(f)
+    return expected
 
 
 def main(argv: list[str]) -> int:

@@ -94,3 +94,14 @@ def test_plots_label_axes_and_series():
     assert ax.get_xlabel() == "n" and ax.get_ylabel() == "GFLOP/s" and ax.get_xscale() == "log"
     bars = dlkit.bar_plot(["a", "b"], [1.0, 2.5], ylabel="ms")
     assert [t.get_text() for t in bars.texts] == ["1", "2.5"]
+
+
+def test_data_file_finds_shipped_files_and_lists_them_when_missing():
+    init = dlkit.data_file("__init__.py")
+    assert init.is_file() and init.parent.name == "data"
+    with pytest.raises(FileNotFoundError, match="ships no dataset file 'nope.npz'"):
+        dlkit.data_file("nope.npz")
+
+
+def test_tf_devices_lists_the_cpu():
+    assert any(name.endswith("CPU:0") for name in dlkit.tf_devices())

@@ -7,6 +7,7 @@ Importing dlkit is cheap: torch and TensorFlow are imported only by the function
 from .bench import Timing, benchmark
 from .checks import assert_close, assert_same_placement, rel_error, tolerances_for
 from .convert import to_numpy
+from .datasets import data_file
 from .devices import (as_torch_device, default_device, is_colab, synchronize, test_devices,
                       tf_devices, torch_devices)
 from .hardware import cpu_peak_flops, device_name, device_peak_flops, gpu_peak_flops
@@ -15,7 +16,7 @@ from .seeding import seed_everything
 
 __all__ = [
     "Timing", "benchmark", "assert_close", "assert_same_placement", "rel_error", "tolerances_for",
-    "to_numpy", "as_torch_device", "default_device", "is_colab", "synchronize", "test_devices",
+    "to_numpy", "data_file", "as_torch_device", "default_device", "is_colab", "synchronize", "test_devices",
     "tf_devices", "torch_devices", "cpu_peak_flops", "device_name", "device_peak_flops",
     "gpu_peak_flops", "bar_plot", "line_plot", "seed_everything",
 ]

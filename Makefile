@@ -30,7 +30,7 @@ grade: release
 
 ## Release, then grade the bundled sample submissions plus the blank release, and print the table
 demo: release
-	$(PY) -m autograder.grade autograder/submissions build/demo --with-blank --workers $(WORKERS)
+	$(PY) -m autograder.grade autograder/submissions build/demo --with-blank --workers $(WORKERS) --cell-timeout 45
 
 test: venv
 	$(PY) -m pytest

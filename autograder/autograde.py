@@ -17,6 +17,7 @@ from nbgrader.utils import capture_log
 
 from .course import nbgrader_config
 from .intake import Submission
+from .limits import Limits, kill_descendants
 
 
 @dataclass(frozen=True)
@@ -50,14 +51,20 @@ def prepare_workspace(submission: Submission, release_root: Path, work_root: Pat
     return Workspace(root, submission.student, name)
 
 
-def run_autograde(workspace: Workspace) -> tuple[bool, str]:
-    """nbgrader autograde in `workspace`; returns (success, nbgrader's log and any traceback)."""
-    config = nbgrader_config(workspace.root)
+def run_autograde(workspace: Workspace, limits: Limits) -> tuple[bool, str]:
+    """nbgrader autograde in `workspace` under `limits`; returns (success, nbgrader's log and any traceback).
+
+    Whatever the submission started is killed before this returns.
+    """
+    config = nbgrader_config(workspace.root, limits)
     coursedir = CourseDirectory(config=config)
     coursedir.assignment_id = workspace.assignment
     coursedir.student_id = workspace.student
     app = Autograde(coursedir=coursedir, config=config)
     app.force = True
     app.create_student = True
-    result = capture_log(app)
+    try:
+        result = capture_log(app)
+    finally:
+        kill_descendants()
     return bool(result["success"]), result.get("log", "") + result.get("error", "")

@@ -9,6 +9,8 @@ from pathlib import Path
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
+from .limits import Limits
+
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
 BUILD = REPO / "build"
@@ -28,9 +30,13 @@ def assignments() -> dict[str, Path]:
     return {path.stem: path for path in sorted(NOTEBOOKS.glob("*.ipynb"))}
 
 
-def nbgrader_config(root: Path) -> Config:
-    """The kit's nbgrader config with its course directory and gradebook under `root`."""
+def nbgrader_config(root: Path, limits: Limits | None = None) -> Config:
+    """The kit's nbgrader config with its course directory and gradebook under `root`, and `limits` if given."""
     config = PyFileConfigLoader(CONFIG_FILE.name, path=str(CONFIG_FILE.parent)).load_config()
     config.CourseDirectory.root = str(root)
     config.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
+    if limits is not None:
+        config.Execute.timeout = limits.cell_timeout
+        config.GuardedExecute.notebook_timeout = limits.notebook_timeout
+        config.GuardedExecute.max_output_bytes = limits.output_bytes
     return config

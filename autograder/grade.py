@@ -28,26 +28,29 @@ from .autograde import prepare_workspace, run_autograde
 from .course import BUILD, RELEASE, assignments
 from .feedback import write_feedback
 from .intake import Submission, discover
+from .limits import Limits, apply_process_limits
 from .release import build_release
 from .report import grade_table, write_csvs
 from .results import CellResult, collect, autograded_cells
 
 
-def quiet_worker(log_dir: Path) -> None:
-    """Send a worker's own output (nbgrader's log, kernel start-up noise) to a log file, not the TA's terminal."""
+def init_worker(log_dir: Path, limits: Limits) -> None:
+    """Prepare a grading worker: limits every kernel it starts inherits, and its own output to a log file."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log = open(log_dir / f"worker-{os.getpid()}.log", "ab", buffering=0)
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
         os.dup2(log.fileno(), stream.fileno())
     warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy chatter inside nbgrader
+    for problem in apply_process_limits(limits):
+        print(f"WARNING: {problem}", file=sys.stderr)
 
 
-def grade_submission(submission: Submission, out: Path) -> list[CellResult]:
+def grade_submission(submission: Submission, out: Path, limits: Limits) -> list[CellResult]:
     """Autograde one vetted submission (runs in a worker process) and return its rows."""
     workspace = prepare_workspace(submission, BUILD, out / ".work")
     source = workspace.root / "source" / submission.assignment / f"{submission.assignment}.ipynb"
-    success, log = run_autograde(workspace)
+    success, log = run_autograde(workspace, limits)
     rows = collect(workspace, source, success, log)
     if workspace.autograded_notebook.exists():
         keep = out / "autograded" / submission.student / submission.assignment
@@ -73,7 +76,7 @@ def blank_submissions() -> list[Submission]:
     return [Submission("blank", name, RELEASE / name / f"{name}.ipynb") for name in assignments()]
 
 
-def grade_class(submissions: list[Submission], out: Path, workers: int) -> list[CellResult]:
+def grade_class(submissions: list[Submission], out: Path, workers: int, limits: Limits = Limits()) -> list[CellResult]:
     """Grade every submission, `workers` at a time, with a progress bar; write CSVs and feedback."""
     rows: list[CellResult] = []
     gradable = [s for s in submissions if s.problem is None]
@@ -82,9 +85,9 @@ def grade_class(submissions: list[Submission], out: Path, workers: int) -> list[
             rows.extend(problem_rows(s))
     os.environ.setdefault("MPLBACKEND", "Agg")  # kernels inherit it: no plot windows while grading
     with ProcessPoolExecutor(max_workers=max(1, workers), mp_context=get_context("spawn"),
-                             initializer=quiet_worker, initargs=(out / "logs",)) as pool, \
+                             initializer=init_worker, initargs=(out / "logs", limits)) as pool, \
             tqdm(total=len(gradable), unit="submission", desc="grading", file=sys.stderr) as progress:
-        futures = {pool.submit(grade_submission, s, out): s for s in gradable}
+        futures = {pool.submit(grade_submission, s, out, limits): s for s in gradable}
         for future in as_completed(futures):
             s = futures[future]
             try:
@@ -108,7 +111,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="submissions graded at once")
     parser.add_argument("--with-blank", action="store_true", help="also grade the blank release as student 'blank'")
     parser.add_argument("--assignments", default="", help="comma-separated assignments to grade (default: all)")
+    defaults = Limits()
+    parser.add_argument("--cell-timeout", type=int, default=defaults.cell_timeout, help="seconds per cell")
+    parser.add_argument("--notebook-timeout", type=int, default=defaults.notebook_timeout, help="seconds per notebook")
+    parser.add_argument("--memory-gb", type=float, default=defaults.memory_bytes / 2**30, help="memory per submission")
     args = parser.parse_args(argv)
+    limits = Limits(cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout,
+                    memory_bytes=int(args.memory_gb * 2**30))
+    if not sys.platform.startswith("linux"):
+        print("WARNING: memory limits and clean-up of left-over processes need Linux; grading without them",
+              file=sys.stderr)
     only = {a for a in args.assignments.split(",") if a}
     unknown = only - set(assignments())
     if unknown:
@@ -132,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     for s in submissions:
         if s.problem:
             print(f"cannot grade {s.student}/{s.assignment}: {s.problem}", file=sys.stderr)
-    rows = grade_class(submissions, args.out.resolve(), args.workers)
+    rows = grade_class(submissions, args.out.resolve(), args.workers, limits)
     print(grade_table(rows))
     print(f"\nwrote {args.out}/grades.csv, results.csv and feedback/ for {len(submissions)} submissions")
     return 0

@@ -8,10 +8,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # so nbgrader can import autograder.*
 
-from autograder.preprocessors import KeepWarningsFromCostingPoints  # noqa: E402
+from autograder.limits import Limits  # noqa: E402
+from autograder.preprocessors import (GuardedExecute, GuardTests, KeepWarningsFromCostingPoints,  # noqa: E402
+                                      RestoreMissingCells)
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Execute,  # noqa: E402
-                                    IgnorePattern, LimitOutput, SaveAutoGrades)
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput,  # noqa: E402
+                                    DeduplicateIds, IgnorePattern, LimitOutput, OverwriteCells,
+                                    OverwriteKernelspec, SaveAutoGrades)
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
@@ -20,15 +23,29 @@ c.CourseDirectory.course_id = "dl-hwsw"
 # What a student finds in place of each solution.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 
-# Seconds one cell may run while grading. The notebooks' slowest cells (measurements) take
-# a few seconds on a 2-core CPU; a student's infinite loop is stopped here.
-c.Execute.timeout = 120
+# Time limits while grading (defaults in autograder/limits.py; `make grade` flags override them).
+# The notebooks' slowest cells take a few seconds on a 2-core CPU; an infinite loop stops here.
+c.Execute.timeout = Limits().cell_timeout
+c.GuardedExecute.notebook_timeout = Limits().notebook_timeout
+c.GuardedExecute.max_output_bytes = Limits().output_bytes
 
-# nbgrader gives a test cell 0 points when anything reaches stderr, so a DeprecationWarning
-# or TensorFlow's start-up logging would zero a correct answer. The kit relabels stderr as
-# stdout right after execution; errors still fail the cell through their "error" output.
+# GuardedExecute replaces nbgrader's Execute: a dead or stuck kernel costs only the cells
+# that did not run. nbgrader gives a test cell 0 points when anything reaches stderr, so a
+# DeprecationWarning or TensorFlow's logging would zero a correct answer: the kit relabels
+# stderr as stdout right after execution; errors still fail the cell through their "error" output.
+# Before execution: deleted test cells come back from the source (nbgrader alone only restores
+# edited ones), and every test cell first undoes any patching of what tests rely on.
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput,
+    DeduplicateIds,
+    OverwriteKernelspec,
+    RestoreMissingCells,
+    OverwriteCells,
+    CheckCellMetadata,
+]
 c.Autograde.autograde_preprocessors = [
-    Execute,
+    GuardTests,
+    GuardedExecute,
     KeepWarningsFromCostingPoints,
     IgnorePattern,
     ClearMetadataPreprocessor,

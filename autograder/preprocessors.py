@@ -1,9 +1,114 @@
-"""nbgrader preprocessors the kit adds to the autograde pipeline."""
+"""nbgrader preprocessors the kit adds to the autograde pipeline (see nbgrader_config.py)."""
 
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
+
+import nbformat
+
+from jupyter_core.utils import run_sync
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
-from nbgrader.preprocessors import NbGraderPreprocessor
+from nbformat.v4 import new_code_cell
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from traitlets import Float, Integer
+
+#: Error names the kit writes into cells it had to stop; results.describe_error reads them.
+NOT_RUN = "CellNotRun"
+NOTEBOOK_TIMEOUT = "NotebookTimeout"
+KERNEL_DIED = "DeadKernelError"
+
+
+def error_output(name: str, message: str) -> NotebookNode:
+    return NotebookNode(output_type="error", ename=name, evalue=message, traceback=[f"{name}: {message}"])
+
+
+class GuardedExecute(Execute):
+    """nbgrader's Execute, hardened so one submission can cost only its own points.
+
+    Stock nbgrader loses every grade of a submission whose kernel dies, and after a cell times
+    out it goes on sending cells to a kernel that may still be stuck (code that ignores SIGINT),
+    paying the full timeout for each remaining cell. Here:
+    - the whole notebook has a time budget (notebook_timeout) as well as each cell;
+    - after a timeout, a kernel that does not answer within `stuck_grace` seconds is killed;
+    - once the kernel is dead or killed, the remaining cells get an error output saying why
+      they did not run, and grading goes on, so the cells that ran keep their grades;
+    - output beyond `max_output_bytes` per cell is dropped as it arrives.
+    """
+
+    notebook_timeout = Integer(600, help="Seconds the whole notebook may run.").tag(config=True)
+    stuck_grace = Float(5.0, help="Seconds a kernel gets to answer after an interrupt.").tag(config=True)
+    max_output_bytes = Integer(2**20, help="Output bytes kept per cell.").tag(config=True)
+
+    def preprocess(self, nb, resources=None, km=None):
+        self._deadline = time.monotonic() + self.notebook_timeout
+        self._stopped: tuple[str, str] | None = None  # (error name, why) once execution was abandoned
+        return super().preprocess(nb, resources, km)
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type != "code":
+            return cell, resources
+        remaining = self._deadline - time.monotonic()
+        if self._stopped is None and remaining <= 1:
+            self._stopped = (NOTEBOOK_TIMEOUT, f"the notebook ran past its {self.notebook_timeout} s limit")
+            self._kill_kernel()
+        if self._stopped is not None:
+            cell.outputs = [error_output(self._stopped[0], f"not run: {self._stopped[1]}")]
+            return cell, resources
+        cell_timeout = self.timeout
+        self.timeout = max(1, int(min(cell_timeout, remaining)))
+        self._output_bytes, self._output_truncated = 0, False
+        try:
+            cell, resources = super().preprocess_cell(cell, resources, index)
+        except DeadKernelError:
+            self._stopped = (NOT_RUN, f"the kernel died while running cell {index}")
+            cell.outputs.append(error_output(KERNEL_DIED, "the kernel died while running this cell "
+                                             "(os._exit, a crash, or the memory limit)"))
+            return cell, resources
+        except CellTimeoutError:  # raised when the kernel never went idle after the interrupt
+            self._stopped = (NOT_RUN, f"cell {index} ran past the time limit and its kernel ignored the interrupt")
+            cell.outputs.append(error_output("CellTimeoutError", f"ran past the {self.timeout} s limit and ignored the interrupt"))
+            self._kill_kernel()
+            return cell, resources
+        finally:
+            self.timeout = cell_timeout
+        if any(o.get("ename") == "CellTimeoutError" for o in cell.outputs) and not self._kernel_answers():
+            self._stopped = (NOT_RUN, f"cell {index} ran past the time limit and its kernel ignored the interrupt")
+            self._kill_kernel()
+        return cell, resources
+
+    def _kernel_answers(self) -> bool:
+        """After an interrupt: does the kernel take a new request within stuck_grace seconds?"""
+        saved = self.timeout
+        self.timeout = max(1, int(self.stuck_grace))
+        try:
+            reply = self.wait_for_reply(self.kc.execute("", silent=True, store_history=False))
+        except DeadKernelError:
+            return False
+        finally:
+            self.timeout = saved
+        return bool(reply) and reply["content"].get("status") == "ok"
+
+    def _kill_kernel(self) -> None:
+        if self.km is not None:
+            try:
+                run_sync(self.km.shutdown_kernel)(now=True)
+            except Exception as err:  # already gone
+                self.log.warning("could not shut the kernel down: %s", err)
+
+    def output(self, outs, msg, display_id, cell_index):
+        """Keep a cell's outputs until they pass max_output_bytes, then drop the rest with one note."""
+        self._output_bytes = getattr(self, "_output_bytes", 0) + len(json.dumps(msg.get("content", {}), default=str))
+        if self._output_bytes <= self.max_output_bytes:
+            return super().output(outs, msg, display_id, cell_index)
+        if not getattr(self, "_output_truncated", False):
+            self._output_truncated = True
+            outs.append(NotebookNode(output_type="stream", name="stdout",
+                                     text=f"[the grader dropped this cell's output beyond {self.max_output_bytes} bytes]\n"))
+        return None
 
 
 class KeepWarningsFromCostingPoints(NbGraderPreprocessor):
@@ -19,3 +124,54 @@ class KeepWarningsFromCostingPoints(NbGraderPreprocessor):
             if output.get("output_type") == "stream" and output.get("name") == "stderr":
                 output["name"] = "stdout"
         return cell, resources
+
+
+def _grade_id(cell) -> str | None:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+class RestoreMissingCells(NbGraderPreprocessor):
+    """Put back read-only and test cells a student deleted, where the instructor source has them.
+
+    nbgrader's OverwriteCells restores the text of locked cells a student edited, but a
+    deleted test cell simply vanishes from grading. This runs before OverwriteCells and
+    re-inserts each missing locked cell after the nearest cell that precedes it in the
+    source. Solution cells are never copied from the source.
+    """
+
+    def preprocess(self, nb, resources):
+        meta = resources["nbgrader"]
+        coursedir = CourseDirectory(config=self.config)
+        source_path = Path(coursedir.format_path(coursedir.source_directory, ".", meta["assignment"])) / (
+            meta["notebook"] + ".ipynb")
+        source = nbformat.read(source_path, as_version=4)
+        present = {_grade_id(c) for c in nb.cells}
+        previous = None
+        for cell in source.cells:
+            grade_id = _grade_id(cell)
+            info = cell.get("metadata", {}).get("nbgrader", {})
+            if grade_id and grade_id not in present and info.get("locked") and not info.get("solution"):
+                at = next((i + 1 for i, c in enumerate(nb.cells) if previous and _grade_id(c) == previous), 0)
+                restored = nbformat.from_dict(cell)
+                restored.outputs, restored.execution_count = [], None
+                nb.cells.insert(at, restored)
+                present.add(grade_id)
+                self.log.warning("Restored deleted cell %s from the source", grade_id)
+            if grade_id:
+                previous = grade_id
+        return nb, resources
+
+
+GUARD_SNAPSHOT = "import dlkit.integrity\ndlkit.integrity.snapshot()  # inserted by the grader before any student code"
+GUARD_RESTORE = "__import__('dlkit.integrity').integrity.restore()  # inserted by the grader"
+
+
+class GuardTests(NbGraderPreprocessor):
+    """Snapshot the functions tests rely on before student code runs; restore them atop every test cell."""
+
+    def preprocess(self, nb, resources):
+        for cell in nb.cells:
+            if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("grade"):
+                cell.source = GUARD_RESTORE + "\n" + cell.source
+        nb.cells.insert(0, new_code_cell(GUARD_SNAPSHOT))
+        return nb, resources

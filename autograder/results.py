@@ -14,6 +14,7 @@ import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 
 from .autograde import Workspace
+from .preprocessors import KERNEL_DIED, NOT_RUN, NOTEBOOK_TIMEOUT
 
 STATUSES = ("passed", "failed", "error", "timeout")
 TIMEOUT_ERRORS = {"CellTimeoutError", "TimeoutError"}
@@ -51,21 +52,28 @@ def autograded_cells(notebook: Path) -> list[tuple[str, float]]:
 
 
 def _error_outputs(notebook: Path) -> dict[str, dict]:
-    """The first error output of each graded cell of an executed notebook, by grade_id."""
+    """The error output that explains each failed graded cell, by grade_id.
+
+    A timeout wins over the KeyboardInterrupt that the interrupt it triggered raised.
+    """
     errors = {}
     for cell in nbformat.read(notebook, as_version=4).cells:
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        for output in cell.get("outputs", []):
-            if grade_id and output.get("output_type") == "error":
-                errors.setdefault(grade_id, output)
+        found = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        if grade_id and found:
+            errors[grade_id] = next((o for o in found if o.get("ename") in TIMEOUT_ERRORS), found[0])
     return errors
 
 
 def describe_error(output: dict) -> tuple[str, str]:
     """(status, message) for a test cell's error output."""
     name, value = output.get("ename", "Error"), str(output.get("evalue", "")).strip()
+    if name == NOTEBOOK_TIMEOUT:
+        return "timeout", value
     if name in TIMEOUT_ERRORS:
-        return "timeout", f"{name}: the cell ran past the time limit ({value or 'no reply from kernel'})"
+        return "timeout", f"the cell {value}" if value else "the cell ran past the time limit"
+    if name in (NOT_RUN, KERNEL_DIED):
+        return "error", value
     if name == "AssertionError":
         return "failed", value or "a check failed (the test gave no message)"
     if name == "NotImplementedError":

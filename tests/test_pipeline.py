@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_output
@@ -123,3 +125,36 @@ def test_noisy_student_really_wrote_to_stderr_in_graded_tests(graded):
     noisy = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")
              and any("Warning" in o.get("text", "") or "debug:" in o.get("text", "") for o in c.outputs)]
     assert len(noisy) >= 3, "the sample must exercise warnings inside graded test cells"
+
+
+def autograded(graded, student, assignment="01_tensors"):
+    return graded["out"] / "autograded" / student / assignment / f"{assignment}.ipynb"
+
+
+@whole_class
+def test_a_process_a_submission_detaches_does_not_outlive_grading(graded):
+    nb = nbformat.read(autograded(graded, "hostile_leaves_process"), 4)
+    text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    pid = int(text.split("left-behind pid:")[1].split()[0])
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    assert not cmdline.exists() or b"sleep" not in cmdline.read_bytes(), f"pid {pid} (sleep 600) is still running"
+
+
+@whole_class
+def test_flooded_output_is_capped_and_said_so(graded):
+    path = autograded(graded, "hostile_floods_output")
+    assert path.stat().st_size < 4 * 2**20, "the autograded notebook should keep about 1 MiB of output"
+    assert "the grader dropped this cell's output" in path.read_text()
+
+
+@whole_class
+def test_hostile_submissions_are_reported_with_the_reason(graded):
+    def row(student, grade_id):
+        return rows_of(graded, student, "01_tensors")[grade_id]
+
+    assert row("hostile_infinite_loop", "test_matmul_flops")["status"] == "timeout"
+    assert row("hostile_ignores_interrupt", "test_peak_flops")["status"] == "timeout"
+    assert "ignored the interrupt" in row("hostile_ignores_interrupt", "test_maxpool")["message"]
+    assert "kernel died" in row("hostile_kills_kernel", "test_to_numpy_plain")["message"]
+    assert "not run" in row("hostile_kills_kernel", "test_maxpool")["message"]
+    assert "MemoryError" in row("hostile_memory_bomb", "test_pairwise_values")["message"]

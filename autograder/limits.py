@@ -1,0 +1,92 @@
+"""Limits on what one submission may consume, and clean-up of whatever it leaves running.
+
+Applied in each grading worker process, so every kernel the worker starts inherits them:
+- memory: RLIMIT_AS caps the address space, so a memory bomb raises MemoryError in the
+  student's cell instead of waking the kernel's OOM killer, which could hit anybody;
+- files: RLIMIT_FSIZE caps the size of any file the kernel writes; RLIMIT_CORE stops core dumps;
+- processes: the worker becomes a "child subreaper", so a process a submission starts and
+  detaches (double fork, setsid) is re-parented to the worker, which kills it after grading.
+Time limits are enforced while executing (see preprocessors.GuardedExecute).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one submission may use. Defaults suit these notebooks on a 2-core, 24 GiB machine."""
+
+    cell_timeout: int = 120          # seconds for one cell
+    notebook_timeout: int = 600      # seconds for the whole notebook
+    memory_bytes: int = 8 * 2**30    # address space of the kernel (and the worker that starts it)
+    file_bytes: int = 1 * 2**30      # largest file the kernel may write
+    output_bytes: int = 1 * 2**20    # outputs kept per cell; more is dropped with a note
+
+
+def apply_process_limits(limits: Limits) -> list[str]:
+    """Set the resource limits on this process (inherited by kernels); return warnings for any that failed."""
+    warnings = []
+    for name, which, value in (("memory", resource.RLIMIT_AS, limits.memory_bytes),
+                               ("file size", resource.RLIMIT_FSIZE, limits.file_bytes),
+                               ("core dumps", resource.RLIMIT_CORE, 0)):
+        try:
+            resource.setrlimit(which, (value, value))
+        except (ValueError, OSError) as err:
+            warnings.append(f"could not limit {name}: {err}")
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+    except (OSError, AttributeError) as err:
+        warnings.append(f"processes a submission detaches may outlive grading: {err}")
+    return warnings
+
+
+def child_pids(pid: int) -> list[int]:
+    """Direct children of `pid`, read from /proc."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            children.append(int(stat.parent.name))
+    return children
+
+
+def kill_descendants(grace: float = 0.5) -> int:
+    """SIGKILL every process below this one (kernels and whatever they left); return how many."""
+    killed = 0
+    for _ in range(5):  # a dying process can re-parent its own children to us: repeat until none
+        todo, found = [os.getpid()], []
+        while todo:
+            for child in child_pids(todo.pop()):
+                found.append(child)
+                todo.append(child)
+        if not found:
+            break
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(-1, os.WNOHANG) == (0, 0):
+                    time.sleep(0.02)
+            except ChildProcessError:
+                break
+    return killed

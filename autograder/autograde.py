@@ -15,6 +15,7 @@ from nbgrader.converters import Autograde
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.utils import capture_log
 
+from . import sandbox
 from .course import nbgrader_config
 from .intake import Submission
 from .limits import Limits, kill_descendants
@@ -51,12 +52,20 @@ def prepare_workspace(submission: Submission, release_root: Path, work_root: Pat
     return Workspace(root, submission.student, name)
 
 
-def run_autograde(workspace: Workspace, limits: Limits) -> tuple[bool, str]:
+def run_autograde(workspace: Workspace, limits: Limits, hide: list[Path]) -> tuple[bool, str]:
     """nbgrader autograde in `workspace` under `limits`; returns (success, nbgrader's log and any traceback).
 
-    Whatever the submission started is killed before this returns.
+    Where the system allows, the kernel runs sandboxed (see autograder/sandbox.py), unable to
+    see `hide` (the class and the grading outputs) or the kit's instructor files. Whatever
+    the submission started is killed before this returns.
     """
     config = nbgrader_config(workspace.root, limits)
+    if sandbox.unavailable_reason() is None:
+        workdir = workspace.root / "sandbox" / "work"
+        sandbox.prepare_workdir(workdir)
+        config.SandboxedKernelManager.sandbox_workdir = str(workdir)
+        config.SandboxedKernelManager.sandbox_hide = [str(p) for p in sandbox.default_hide() + hide]
+        config.SandboxedKernelManager.sandbox_keep = [str(p) for p in sandbox.default_keep()]
     coursedir = CourseDirectory(config=config)
     coursedir.assignment_id = workspace.assignment
     coursedir.student_id = workspace.student

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from . import sandbox
 from .autograde import prepare_workspace, run_autograde
 from .course import BUILD, RELEASE, assignments
 from .feedback import write_feedback
@@ -50,7 +51,8 @@ def grade_submission(submission: Submission, out: Path, limits: Limits) -> list[
     """Autograde one vetted submission (runs in a worker process) and return its rows."""
     workspace = prepare_workspace(submission, BUILD, out / ".work")
     source = workspace.root / "source" / submission.assignment / f"{submission.assignment}.ipynb"
-    success, log = run_autograde(workspace, limits)
+    class_folder = submission.notebook.resolve().parents[2]  # <class>/<student>/<assignment>/<file>
+    success, log = run_autograde(workspace, limits, hide=[out, class_folder])
     rows = collect(workspace, source, success, log)
     if workspace.autograded_notebook.exists():
         keep = out / "autograded" / submission.student / submission.assignment
@@ -121,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     if not sys.platform.startswith("linux"):
         print("WARNING: memory limits and clean-up of left-over processes need Linux; grading without them",
               file=sys.stderr)
+    if sandbox.unavailable_reason():
+        print(f"WARNING: student code will run WITHOUT isolation (it can read the class's files and use the "
+              f"network): {sandbox.unavailable_reason()}", file=sys.stderr)
     only = {a for a in args.assignments.split(",") if a}
     unknown = only - set(assignments())
     if unknown:

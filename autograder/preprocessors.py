@@ -16,6 +16,8 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Float, Integer
 
+from .kernel import SandboxedKernelManager
+
 #: Error names the kit writes into cells it had to stop; results.describe_error reads them.
 NOT_RUN = "CellNotRun"
 NOTEBOOK_TIMEOUT = "NotebookTimeout"
@@ -38,6 +40,10 @@ class GuardedExecute(Execute):
       they did not run, and grading goes on, so the cells that ran keep their grades;
     - output beyond `max_output_bytes` per cell is dropped as it arrives.
     """
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
+        super().__init__(*args, **kwargs)
 
     notebook_timeout = Integer(600, help="Seconds the whole notebook may run.").tag(config=True)
     stuck_grace = Float(5.0, help="Seconds a kernel gets to answer after an interrupt.").tag(config=True)

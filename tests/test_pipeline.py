@@ -158,3 +158,16 @@ def test_hostile_submissions_are_reported_with_the_reason(graded):
     assert "kernel died" in row("hostile_kills_kernel", "test_to_numpy_plain")["message"]
     assert "not run" in row("hostile_kills_kernel", "test_maxpool")["message"]
     assert "MemoryError" in row("hostile_memory_bomb", "test_pairwise_values")["message"]
+
+
+@whole_class
+def test_student_code_reaches_no_secrets_and_no_network(graded):
+    from autograder import sandbox
+
+    if sandbox.unavailable_reason():
+        pytest.skip(f"no sandbox on this machine: {sandbox.unavailable_reason()}")
+    nb = nbformat.read(autograded(graded, "hostile_snoops"), 4)
+    text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    assert "reached: []" in text, text[text.find("reached"):][:500]
+    assert "uid 65534" in text, "student code runs as an unprivileged user"
+    assert "without isolation" not in graded["stderr"]

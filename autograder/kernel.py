@@ -1,0 +1,44 @@
+"""The kernel manager the grader uses: jupyter_client's, launching kernels inside the sandbox."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from jupyter_client.manager import AsyncKernelManager
+from traitlets import List, Unicode
+
+from . import sandbox
+
+
+class SandboxedKernelManager(AsyncKernelManager):
+    """Start the kernel through autograder.sandbox when `sandbox_workdir` is set.
+
+    The kernel then lives in its own network namespace, so it talks to the grader over IPC
+    sockets in its working folder instead of TCP, and runs as an unprivileged user, so the
+    connection file is handed to that user.
+    """
+
+    sandbox_workdir = Unicode("", help="The sandboxed kernel's own folder; empty: no sandbox.").tag(config=True)
+    sandbox_hide = List(Unicode(), help="Paths the kernel must not see.").tag(config=True)
+    sandbox_keep = List(Unicode(), help="Paths the kernel needs, shown even inside hidden ones.").tag(config=True)
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        if self.sandbox_workdir:
+            workdir = Path(self.sandbox_workdir)
+            self.transport = "ipc"
+            self.ip = str(workdir / "kernel")
+            self.connection_file = str(workdir / "kernel.json")
+
+    def format_kernel_cmd(self, extra_arguments=None) -> list[str]:
+        cmd = super().format_kernel_cmd(extra_arguments)
+        if not self.sandbox_workdir:
+            return cmd
+        return sandbox.wrap(cmd, Path(self.sandbox_workdir), [Path(p) for p in self.sandbox_hide],
+                            [Path(p) for p in self.sandbox_keep])
+
+    def write_connection_file(self, **kwargs) -> None:
+        super().write_connection_file(**kwargs)
+        if self.sandbox_workdir:
+            os.chown(self.connection_file, sandbox.SANDBOX_UID, sandbox.SANDBOX_GID)

@@ -1,0 +1,129 @@
+"""Run a student's kernel where it can reach neither the network nor anything it must not read.
+
+The grader starts each kernel as
+    unshare --mount --net --fork -- python -m autograder.sandbox SPEC.json -- <kernel command>
+so this module runs as root inside fresh mount and network namespaces. It
+1. hides the instructor sources, the grader's files, the git history, the class's submissions
+   and the grading outputs under empty tmpfs mounts (and any folder on the way to the Python
+   interpreter that other users cannot enter, such as /root);
+2. binds back what the kernel needs: its own working folder, the interpreter, the helper package;
+3. brings up the namespace's own loopback (local sockets work, nothing leaves the machine);
+4. drops to an unprivileged user with no capabilities and no way to regain them, so it cannot
+   unmount what hides the rest, read root's files or signal the grader;
+5. runs the kernel, which talks to the grader over IPC sockets in its working folder.
+This file runs as a script inside the namespaces, so it imports only the standard library.
+Only util-linux's `unshare` (present on every Linux) is needed. Where it is missing, or the
+grader is not root, `unavailable_reason()` says why and the grader warns and runs unsandboxed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+SANDBOX_UID = SANDBOX_GID = 65534  # "nobody"
+_MS_BIND, _MS_REC = 4096, 16384
+_PR_SET_NO_NEW_PRIVS = 38
+
+
+@lru_cache(maxsize=1)
+def unavailable_reason() -> str | None:
+    """Why kernels cannot be sandboxed here, or None when they can."""
+    if not sys.platform.startswith("linux"):
+        return "kernel isolation needs Linux namespaces"
+    if os.geteuid() != 0:
+        return "kernel isolation needs the grader to run as root (to create namespaces and switch user)"
+    if shutil.which("unshare") is None:
+        return "util-linux's unshare is not installed"
+    probe = subprocess.run(["unshare", "--mount", "--net", "--fork", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"this system refuses new namespaces: {probe.stderr.strip()}"
+    return None
+
+
+def wrap(kernel_cmd: list[str], workdir: Path, hide: list[Path], keep: list[Path]) -> list[str]:
+    """The command that runs `kernel_cmd` sandboxed, with its spec written next to the workdir."""
+    spec = workdir.parent / "sandbox.json"
+    spec.write_text(json.dumps({"workdir": str(workdir), "hide": [str(p) for p in hide],
+                                "keep": [str(p) for p in keep]}))
+    return ["unshare", "--mount", "--net", "--fork", "--", sys.executable, str(Path(__file__).resolve()), str(spec),
+            "--", *kernel_cmd]
+
+
+def default_keep() -> list[Path]:
+    """What a kernel needs to see: the interpreter, the virtual environment, the helper package and its data."""
+    repo = Path(__file__).resolve().parent.parent
+    return [Path(sys.base_prefix), Path(sys.prefix), repo / "src", repo / "data"]
+
+
+def default_hide() -> list[Path]:
+    """What no kernel may see: instructor sources, grader, build products, history."""
+    repo = Path(__file__).resolve().parent.parent
+    return [repo / "notebooks", repo / "autograder", repo / "build", repo / ".git", repo / "tests"]
+
+
+def prepare_workdir(workdir: Path) -> None:
+    """A fresh folder the sandboxed kernel owns and may write in."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    os.chown(workdir, SANDBOX_UID, SANDBOX_GID)
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+    if _libc().mount(source.encode(), target.encode(), fstype.encode() if fstype else None, flags,
+                     data.encode() if data else None) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
+
+
+def _closed_ancestors(path: Path) -> list[Path]:
+    """Folders above `path` that other users cannot enter."""
+    return [p for p in path.parents if p != Path("/") and not os.stat(p).st_mode & 0o001]
+
+
+def _enter(spec: dict) -> None:
+    """Steps 1-4 of the module docstring, in this (root) process."""
+    keep = [Path(p) for p in [spec["workdir"], *spec["keep"]] if Path(p).exists()]
+    hide = {Path(p) for p in spec["hide"] if Path(p).exists()}
+    for path in keep:
+        hide.update(_closed_ancestors(path))
+    handles = {path: os.open(path, os.O_PATH) for path in keep}
+    for path in sorted(hide, key=lambda p: len(p.parts)):
+        if not any(parent in hide for parent in path.parents):  # a hidden parent hides it already
+            _mount("tmpfs", str(path), "tmpfs", 0, "size=64k,mode=0755")
+    for path, fd in handles.items():
+        if any(parent in hide for parent in [path, *path.parents]):
+            path.mkdir(parents=True, exist_ok=True)
+            _mount(f"/proc/self/fd/{fd}", str(path), None, _MS_BIND | _MS_REC, None)
+        os.close(fd)
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=False, capture_output=True)
+    os.setgroups([])
+    os.setresgid(SANDBOX_GID, SANDBOX_GID, SANDBOX_GID)
+    os.setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
+    if _libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+
+
+def main(argv: list[str]) -> None:
+    spec_path, sep, *kernel_cmd = argv
+    assert sep == "--" and kernel_cmd, "usage: python -m autograder.sandbox SPEC.json -- KERNEL COMMAND"
+    spec = json.loads(Path(spec_path).read_text())
+    _enter(spec)
+    workdir = spec["workdir"]
+    os.chdir(workdir)
+    env = dict(os.environ, HOME=workdir, TMPDIR=workdir, IPYTHONDIR=f"{workdir}/.ipython",
+               MPLCONFIGDIR=f"{workdir}/.matplotlib", XDG_CACHE_HOME=f"{workdir}/.cache")
+    os.execvpe(kernel_cmd[0], kernel_cmd, env)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -7,6 +7,7 @@ PY          := $(VENV)/bin/python
 SUBMISSIONS ?= autograder/submissions
 OUT         ?= build/grades
 WORKERS     ?= $(shell nproc 2>/dev/null || echo 2)
+GRADE_FLAGS ?=
 
 .PHONY: venv release grade demo test clean
 
@@ -26,7 +27,7 @@ release: venv
 
 ## Grade a class: make grade SUBMISSIONS=<dir>/<student>/<assignment>/*.ipynb OUT=<dir> [WORKERS=n]
 grade: release
-	$(PY) -m autograder.grade "$(SUBMISSIONS)" "$(OUT)" --workers $(WORKERS)
+	$(PY) -m autograder.grade "$(SUBMISSIONS)" "$(OUT)" --workers $(WORKERS) $(GRADE_FLAGS)
 
 ## Release, then grade the bundled sample submissions plus the blank release, and print the table
 demo: release

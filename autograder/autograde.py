@@ -60,9 +60,9 @@ def run_autograde(workspace: Workspace, limits: Limits, hide: list[Path]) -> tup
     the submission started is killed before this returns.
     """
     config = nbgrader_config(workspace.root, limits)
+    workdir = None
     if sandbox.unavailable_reason() is None:
-        workdir = workspace.root / "sandbox" / "work"
-        sandbox.prepare_workdir(workdir)
+        workdir = sandbox.make_workdir()
         config.SandboxedKernelManager.sandbox_workdir = str(workdir)
         config.SandboxedKernelManager.sandbox_hide = [str(p) for p in sandbox.default_hide() + hide]
         config.SandboxedKernelManager.sandbox_keep = [str(p) for p in sandbox.default_keep()]
@@ -76,4 +76,6 @@ def run_autograde(workspace: Workspace, limits: Limits, hide: list[Path]) -> tup
         result = capture_log(app)
     finally:
         kill_descendants()
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
     return bool(result["success"]), result.get("log", "") + result.get("error", "")

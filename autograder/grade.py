@@ -14,6 +14,7 @@ error rows with the reason, and the rest of the class is graded.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
@@ -24,12 +25,12 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from . import sandbox
+from . import resume, sandbox
 from .autograde import prepare_workspace, run_autograde
 from .course import BUILD, RELEASE, assignments
 from .feedback import write_feedback
 from .intake import Submission, discover
-from .limits import Limits, apply_process_limits
+from .limits import Limits, apply_process_limits, become_subreaper, kill_descendants
 from .release import build_release
 from .report import grade_table, write_csvs
 from .results import CellResult, collect, autograded_cells
@@ -79,26 +80,52 @@ def blank_submissions() -> list[Submission]:
 
 
 def grade_class(submissions: list[Submission], out: Path, workers: int, limits: Limits = Limits()) -> list[CellResult]:
-    """Grade every submission, `workers` at a time, with a progress bar; write CSVs and feedback."""
+    """Grade every submission not graded before, `workers` at a time, with a progress bar; write CSVs and feedback.
+
+    Results of earlier runs are reused while the submission, source and limits are unchanged
+    (see resume.py). On Ctrl-C the workers and every kernel are stopped, and the same command resumes.
+    """
     rows: list[CellResult] = []
-    gradable = [s for s in submissions if s.problem is None]
+    todo = []
     for s in submissions:
         if s.problem is not None:
             rows.extend(problem_rows(s))
+        elif (stored := resume.load(out, s, limits)) is not None:
+            rows.extend(stored)
+        else:
+            todo.append(s)
+    if len(todo) < len(submissions):
+        print(f"{len(submissions) - len(todo)} submissions already graded or ungradable; grading {len(todo)}",
+              file=sys.stderr)
     os.environ.setdefault("MPLBACKEND", "Agg")  # kernels inherit it: no plot windows while grading
-    with ProcessPoolExecutor(max_workers=max(1, workers), mp_context=get_context("spawn"),
-                             initializer=init_worker, initargs=(out / "logs", limits)) as pool, \
-            tqdm(total=len(gradable), unit="submission", desc="grading", file=sys.stderr) as progress:
-        futures = {pool.submit(grade_submission, s, out, limits): s for s in gradable}
-        for future in as_completed(futures):
-            s = futures[future]
-            try:
-                rows.extend(future.result())
-            except Exception as err:  # a worker that died must not lose the rest of the class
-                rows.extend(problem_rows(Submission(s.student, s.assignment, s.notebook,
-                                                    f"grading crashed: {type(err).__name__}: {err}")))
-            progress.set_postfix_str(f"{s.student}/{s.assignment}")
-            progress.update()
+    # Each kernel gets its share of the cores: BLAS and OpenMP pools sized for the whole machine in
+    # every one of `workers` kernels oversubscribe it (one mid-sized matmul measured 20x slower).
+    threads = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, threads)
+    pool = ProcessPoolExecutor(max_workers=max(1, workers), mp_context=get_context("spawn"),
+                               initializer=init_worker, initargs=(out / "logs", limits))
+    try:
+        with tqdm(total=len(todo), unit="submission", desc="grading", file=sys.stderr) as progress:
+            futures = {pool.submit(grade_submission, s, out, limits): s for s in todo}
+            for future in as_completed(futures):
+                s = futures[future]
+                try:
+                    graded = future.result()
+                    resume.save(out, s, limits, graded)
+                except Exception as err:  # a worker that died must not lose the rest of the class
+                    graded = problem_rows(Submission(s.student, s.assignment, s.notebook,
+                                                     f"grading crashed: {type(err).__name__}: {err}"))
+                rows.extend(graded)
+                progress.set_postfix_str(f"{s.student}/{s.assignment}")
+                progress.update()
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        kill_descendants()
+        print(f"\ninterrupted: results so far are kept in {out}/.done; run the same command to finish",
+              file=sys.stderr)
+        raise
+    pool.shutdown()
     shutil.rmtree(out / ".work", ignore_errors=True)
     for student, assignment in sorted({(r.student_id, r.assignment) for r in rows}):
         write_feedback(out, student, assignment, [r for r in rows if (r.student_id, r.assignment) == (student, assignment)])
@@ -149,7 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     for s in submissions:
         if s.problem:
             print(f"cannot grade {s.student}/{s.assignment}: {s.problem}", file=sys.stderr)
-    rows = grade_class(submissions, args.out.resolve(), args.workers, limits)
+    with contextlib.suppress(OSError, AttributeError):  # Linux only; elsewhere Ctrl-C may leave kernels behind
+        become_subreaper()  # so that on Ctrl-C no kernel outlives the run, even one a worker left behind
+    try:
+        rows = grade_class(submissions, args.out.resolve(), args.workers, limits)
+    except KeyboardInterrupt:
+        return 130
     print(grade_table(rows))
     print(f"\nwrote {args.out}/grades.csv, results.csv and feedback/ for {len(submissions)} submissions")
     return 0

@@ -44,12 +44,17 @@ def apply_process_limits(limits: Limits) -> list[str]:
         except (ValueError, OSError) as err:
             warnings.append(f"could not limit {name}: {err}")
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+        become_subreaper()
     except (OSError, AttributeError) as err:
         warnings.append(f"processes a submission detaches may outlive grading: {err}")
     return warnings
+
+
+def become_subreaper() -> None:
+    """Adopt every orphaned descendant (Linux), so kill_descendants can find detached processes."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
 
 
 def child_pids(pid: int) -> list[int]:

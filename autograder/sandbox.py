@@ -24,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -48,10 +49,11 @@ def unavailable_reason() -> str | None:
 
 
 def wrap(kernel_cmd: list[str], workdir: Path, hide: list[Path], keep: list[Path]) -> list[str]:
-    """The command that runs `kernel_cmd` sandboxed, with its spec written next to the workdir."""
-    spec = workdir.parent / "sandbox.json"
+    """The command that runs `kernel_cmd` sandboxed; its spec is written into the workdir, readable by root only."""
+    spec = workdir / ".sandbox.json"
     spec.write_text(json.dumps({"workdir": str(workdir), "hide": [str(p) for p in hide],
                                 "keep": [str(p) for p in keep]}))
+    spec.chmod(0o600)
     return ["unshare", "--mount", "--net", "--fork", "--", sys.executable, str(Path(__file__).resolve()), str(spec),
             "--", *kernel_cmd]
 
@@ -65,13 +67,20 @@ def default_keep() -> list[Path]:
 def default_hide() -> list[Path]:
     """What no kernel may see: instructor sources, grader, build products, history."""
     repo = Path(__file__).resolve().parent.parent
-    return [repo / "notebooks", repo / "autograder", repo / "build", repo / ".git", repo / "tests"]
+    return [repo / "notebooks", repo / "autograder", repo / "build", repo / ".git", repo / "tests",
+            Path(tempfile.gettempdir())]
 
 
-def prepare_workdir(workdir: Path) -> None:
-    """A fresh folder the sandboxed kernel owns and may write in."""
-    workdir.mkdir(parents=True, exist_ok=True)
+def make_workdir() -> Path:
+    """A fresh folder the sandboxed kernel owns and works in.
+
+    It sits directly in the temp folder because the kernel's IPC sockets live in it, and a Unix
+    socket path may not exceed 108 bytes: a deep output folder would stop the kernel starting.
+    The rest of the temp folder is hidden from the kernel (see default_hide).
+    """
+    workdir = Path(tempfile.mkdtemp(prefix="kit-"))
     os.chown(workdir, SANDBOX_UID, SANDBOX_GID)
+    return workdir
 
 
 def _libc():

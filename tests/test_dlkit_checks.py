@@ -70,3 +70,10 @@ def test_to_numpy_handles_grad_noncontiguous_and_bfloat16():
     np.testing.assert_allclose(out, (w.T * 2).detach().numpy())
     assert dlkit.to_numpy(torch.ones(2, dtype=torch.bfloat16)).dtype == np.float32
     assert dlkit.to_numpy([1, 2]).tolist() == [1, 2]
+
+
+def test_assert_close_accepts_tensors_that_require_grad():
+    w = torch.randn(3, requires_grad=True)
+    dlkit.assert_close(w * 1.0, w)
+    with pytest.raises(AssertionError, match="is off"):
+        dlkit.assert_close(w * 2.0, w)

@@ -36,7 +36,7 @@ def rel_error(x, y) -> float:
 
 
 def _dtype_of(value):
-    return getattr(value, "dtype", np.asarray(value).dtype)
+    return value.dtype if hasattr(value, "dtype") else np.asarray(value).dtype
 
 
 def assert_close(actual, expected, *, rtol: float | None = None, atol: float | None = None,

@@ -63,7 +63,7 @@ def graded(release, tmp_path_factory):
     before = tree_digest(class_dir)
     out = tmp_path_factory.mktemp("grades")
     proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(class_dir), str(out), "--with-blank",
-                           "--workers", "2", "--cell-timeout", "45"] + (["--assignments", ",".join(FILTER)] if FILTER else []), cwd=REPO, capture_output=True, text=True, timeout=900)
+                           "--workers", "2", "--cell-timeout", "45"] + (["--assignments", ",".join(FILTER)] if FILTER else []), cwd=REPO, capture_output=True, text=True, timeout=3600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return {"out": out, "class_dir": class_dir, "before": before, "stdout": proc.stdout, "stderr": proc.stderr,
             "results": read_csv(out / "results.csv"), "grades": read_csv(out / "grades.csv")}

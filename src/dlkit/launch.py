@@ -116,13 +116,29 @@ def _source_of(obj) -> str:
     return textwrap.dedent(source)
 
 
-def _names_used(source: str) -> list[str]:
-    """Every plain name the source reads, in order of first appearance."""
-    seen: dict[str, None] = {}
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Name):
-            seen.setdefault(node.id, None)
-    return list(seen)
+def _code_globals(code) -> list[str]:
+    """Global names a code object (and the functions, lambdas and comprehensions inside it) reads."""
+    names = list(code.co_names)
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            names.extend(_code_globals(const))
+    return names
+
+
+def _names_used(obj, source: str) -> list[str]:
+    """The names `obj` needs from its module: for a function, the globals its code reads plus what its
+    decorators, defaults and annotations use when the `def` runs again; for a class, every name its source reads."""
+    tree = ast.parse(source)
+    names: list[str] = []
+    if inspect.isfunction(obj):
+        names.extend(_code_globals(obj.__code__))
+        node = tree.body[0]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            outside_body = [*node.decorator_list, node.args, *([node.returns] if node.returns else [])]
+            names.extend(n.id for part in outside_body for n in ast.walk(part) if isinstance(n, ast.Name))
+    else:
+        names.extend(n.id for n in ast.walk(tree) if isinstance(n, ast.Name))
+    return list(dict.fromkeys(names))
 
 
 def _spec(fn: Callable) -> dict:
@@ -144,7 +160,7 @@ def _spec(fn: Callable) -> dict:
             raise TypeError(f"launch could not read the source code of {name} ({err}); define it in a cell "
                             "of its own or in a module") from None
         namespace = obj.__globals__ if inspect.isfunction(obj) else vars(sys.modules.get(obj.__module__, sys))
-        for used in _names_used(source):
+        for used in _names_used(obj, source):
             if used in done or used not in namespace:
                 continue
             done.add(used)
@@ -369,7 +385,8 @@ def _failure(out_dir: Path, procs: list[subprocess.Popen], world_size: int) -> E
         _, rank, info = min(errors)
         others = sorted(r for _, r, _ in errors if r != rank)
         also = f" (rank(s) {others} failed after it)" if others else ""
-        return WorkerError(f"rank {rank} of {world_size} raised {info['type']}: {info['message']}{also}\n\n"
+        message = f": {info['message']}" if info["message"] else ""
+        return WorkerError(f"rank {rank} of {world_size} raised {info['type']}{message}{also}\n\n"
                            f"--- traceback of rank {rank} ---\n{info['traceback'].rstrip()}",
                            rank, info["traceback"], info["type"])
     dead = [(r, p.returncode) for r, p in enumerate(procs) if p.returncode not in (None, 0)]

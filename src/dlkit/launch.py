@@ -313,6 +313,8 @@ def _run_once(fn_spec: dict, world_size: int, args_blob: bytes, timeout: float, 
                         DLKIT_LAUNCH_PARENT=str(os.getpid()), PYTHONUNBUFFERED="1")
         if sys.platform.startswith("linux") and Path("/sys/class/net/lo").exists():
             base_env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # loopback only: no hostname lookups
+        elif sys.platform == "darwin":
+            base_env.setdefault("GLOO_SOCKET_IFNAME", "lo0")
         procs, logs = [], []
         try:
             for rank in range(world_size):

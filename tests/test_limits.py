@@ -1,0 +1,28 @@
+"""The per-notebook time budget: cells past it are reported, not run, and grading goes on."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from autograder.course import REPO
+from autograder.samples import SUBMISSIONS
+
+from .conftest import read_csv
+
+pytestmark = pytest.mark.pipeline
+
+
+def test_cells_past_the_notebook_budget_are_timeouts_and_the_rest_is_kept(release, tmp_path):
+    shutil.copytree(SUBMISSIONS / "reference" / "01_tensors", tmp_path / "class" / "reference" / "01_tensors")
+    proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(tmp_path / "class"), str(tmp_path / "out"),
+                           "--workers", "1", "--notebook-timeout", "3"], cwd=REPO, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["grade_id"]: r for r in read_csv(tmp_path / "out" / "results.csv")}
+    assert len(rows) == 10, "every test cell still gets a row"
+    last = rows["test_maxpool"]
+    assert last["status"] == "timeout" and "ran past its 3 s limit" in last["message"], last

@@ -46,6 +46,8 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 _BOOTSTRAP = ("import sys; sys.path.insert(0, sys.argv[3]); "
               "from dlkit.launch import _worker_main; _worker_main(sys.argv[1], int(sys.argv[2]))")
 _PORT_IN_USE = ("EADDRINUSE", "Address already in use", "address already in use")
+# Signs that a worker died in native code rather than raising in `fn`: worth one more try.
+_NATIVE_CRASH = ("killed by signal", "terminate called")
 
 
 class WorkerError(RuntimeError):
@@ -405,7 +407,10 @@ def launch(fn: Callable, world_size: int = 2, args: Sequence = (), kwargs: dict 
     (tensors included). `env` adds environment variables. The workers' printed output is shown
     afterwards, each line prefixed with its rank (`echo=False` hides it). Raises `WorkerError` if a
     rank fails and `LaunchTimeout` after `timeout` seconds; either way no worker is left running.
-    A start that failed because another program took the chosen port is retried `retries` times.
+    A start that failed because another program took the chosen port, or in which a worker died by
+    a signal inside native code (gloo occasionally aborts with "terminate called without an active
+    exception" on a heavily loaded machine), is retried `retries` times on a fresh port. A Python
+    exception in `fn` is never retried.
     """
     if not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size must be a positive int, got {world_size!r}")
@@ -420,7 +425,7 @@ def launch(fn: Callable, world_size: int = 2, args: Sequence = (), kwargs: dict 
         try:
             return _run_once(spec, world_size, args_blob, timeout, env, echo)
         except WorkerError as err:
-            if attempt < retries and any(s in str(err) for s in _PORT_IN_USE):
+            if attempt < retries and any(s in str(err) for s in _PORT_IN_USE + _NATIVE_CRASH):
                 continue
             raise
     raise AssertionError("unreachable")  # pragma: no cover

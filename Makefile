@@ -9,7 +9,7 @@ OUT         ?= build/grades
 WORKERS     ?= $(shell nproc 2>/dev/null || echo 2)
 GRADE_FLAGS ?=
 
-.PHONY: venv release grade demo test clean
+.PHONY: venv release grade demo test bench clean
 
 venv: $(VENV)/.installed
 
@@ -35,6 +35,10 @@ demo: release
 
 test: venv
 	$(PY) -m pytest
+
+## Stock sequential nbgrader vs the kit on the same 24 submissions; writes bench/results.md (~15 min)
+bench: release
+	$(PY) -m bench.grading --workers $(WORKERS)
 
 clean:
 	rm -rf build

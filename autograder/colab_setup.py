@@ -57,8 +57,8 @@ def _dlkit_setup(wants={wants!r}, requirement={requirement!r}):
             pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", requirement],
                                  capture_output=True, text=True, timeout=600)
             why = (pip.stderr or pip.stdout).strip()[-800:]
-        except Exception as err:
-            why = repr(err)
+        except Exception as pip_error:
+            why = repr(pip_error)
         importlib.invalidate_caches()
         try:
             import dlkit
@@ -68,8 +68,8 @@ def _dlkit_setup(wants={wants!r}, requirement={requirement!r}):
             return
     try:
         dlkit.report_runtime(wants)
-    except Exception as err:  # an older dlkit or an odd runtime: say so, never stop the notebook
-        print("dlkit", getattr(dlkit, "__version__", "?"), "is installed; no runtime report:", repr(err))
+    except Exception as report_error:  # an older dlkit or an odd runtime: say so, never stop the notebook
+        print("dlkit", getattr(dlkit, "__version__", "?"), "is installed; no runtime report:", repr(report_error))
 
 
 _dlkit_setup()
@@ -116,9 +116,6 @@ class AddColabSetup(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         where = publish.load()
         name, notebook = resources["nbgrader"]["assignment"], resources["nbgrader"]["notebook"]
-        if where.is_placeholder:
-            self.log.warning("pyproject.toml [tool.dlkit.publish] github is still %r: the release's Colab links "
-                             "and pip installs point nowhere until you set it", where.github)
         wants = wanted_accelerator(nb)
         nb.cells[:0] = [link_cell(where.colab_url(f"{name}/{notebook}.ipynb"), wants), setup_cell(where.pip, wants)]
         colab_metadata(nb, wants)

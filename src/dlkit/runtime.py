@@ -45,20 +45,20 @@ def gpu_names() -> list[str]:
 
 
 def advice(wants: str, gpus: list[str], tpu: bool, colab: bool) -> str:
-    """One sentence: is this runtime right for a notebook that wants `wants`, and how to switch if not."""
-    switch = ("in Colab: Runtime > Change runtime type > choose {} > Save, then run the notebook again "
-              "from the top" if colab else "open the notebook in Colab (link above) and pick a {} runtime, "
-              "or run it on a machine that has one")
-    if wants == "gpu" and not gpus:
-        return ("This notebook measures more with a GPU. " + switch.format("a GPU (T4 is enough)") +
-                ". Everything also works on the CPU.")
-    if wants == "tpu" and not tpu:
-        return "This notebook measures more with a TPU. " + switch.format("a TPU") + ". It also works without one."
+    """Is this runtime right for a notebook that wants `wants`, and how to switch if not."""
     if wants in ("gpu", "tpu"):
-        return f"This notebook wants a {wants.upper()} and has one: good."
+        kind = wants.upper()
+        if (gpus if wants == "gpu" else tpu):
+            return f"This notebook measures on a {kind}, and this runtime has one: good."
+        if colab:
+            pick = "a GPU (a T4 is enough)" if wants == "gpu" else "a TPU"
+            how = f"Switch in Colab's menu: Runtime > Change runtime type > {pick} > Save, then run again from the top."
+        else:
+            how = f"Open it in Colab (the badge above) with a {kind} runtime, or run it on a machine with a {kind}."
+        return f"This notebook measures more with a {kind}. {how} Everything also works on the CPU."
     if colab and (gpus or tpu):
-        return ("This notebook needs no accelerator; the CPU runtime is enough, and switching to it saves "
-                "your Colab GPU/TPU quota.")
+        return ("This notebook needs no accelerator: a CPU runtime is enough, and switching to one "
+                "(Runtime > Change runtime type) saves your Colab GPU/TPU quota.")
     return "This notebook needs no accelerator: the CPU is enough."
 
 

@@ -1,0 +1,46 @@
+"""[tool.dlkit.publish]: the one place that says where the kit and its release are published."""
+
+import pytest
+
+from autograder import publish, ta_notebook
+
+
+def write(tmp_path, table: str):
+    path = tmp_path / "pyproject.toml"
+    path.write_text(f"[project]\nname = 'x'\n\n[tool.dlkit.publish]\n{table}\n")
+    return path
+
+
+def test_addresses_follow_the_table(tmp_path):
+    where = publish.load(write(tmp_path, 'github = "uni-ml/dlhw"\nbranch = "ws2026"\nrelease_dir = "student/"'))
+    assert where.colab_url("01_tensors/01_tensors.ipynb") == (
+        "https://colab.research.google.com/github/uni-ml/dlhw/blob/ws2026/student/01_tensors/01_tensors.ipynb")
+    assert where.pip == "dlkit @ git+https://github.com/uni-ml/dlhw@ws2026"
+    assert not where.is_placeholder
+
+
+def test_defaults_and_pip_override(tmp_path):
+    where = publish.load(write(tmp_path, 'pip = "dlkit @ https://example.org/dlkit-0.1.0-py3-none-any.whl"'))
+    assert where.is_placeholder and where.branch == "main" and where.release_dir == "release"
+    assert where.pip.endswith(".whl")
+
+
+def test_the_shipped_pyproject_has_the_table():
+    where = publish.load()
+    assert where.github.count("/") == 1 and where.branch
+
+
+@pytest.mark.parametrize("table,message", [('github = "just-a-name"', "owner/name"),
+                                           ('repo = "a/b"', "unknown keys")])
+def test_mistakes_are_named(tmp_path, table, message):
+    with pytest.raises(ValueError, match=message):
+        publish.load(write(tmp_path, table))
+
+
+def test_ta_notebook_copy_gets_the_repository_and_nothing_else_changes(tmp_path):
+    where = publish.load(write(tmp_path, 'github = "uni-ml/dlhw"\nbranch = "ws2026"'))
+    source = ta_notebook.parameters_cell(ta_notebook.render(publish.Publish())).source
+    params = ta_notebook.parameters_cell(ta_notebook.render(where)).source
+    assert 'KIT_REPO = "https://github.com/uni-ml/dlhw"' in params and 'KIT_BRANCH = "ws2026"' in params
+    changed = {a for a, b in zip(source.splitlines(), params.splitlines()) if a != b}
+    assert {line.split(" = ")[0] for line in changed} == {"KIT_REPO", "KIT_BRANCH"}

@@ -2,8 +2,9 @@
 
 The notebook in autograder/ cannot know where the kit is published (Colab opens it without its
 repository), so it ships with KIT_REPO empty. The release step writes a copy into the release
-folder, next to the student notebooks, with KIT_REPO and KIT_BRANCH taken from
-`[tool.dlkit.publish]` and an Open-in-Colab link on top: the TA opens that copy and runs it.
+folder, next to the student notebooks, with KIT_REPO (the full kit, `kit` or else `github`) and
+KIT_BRANCH taken from `[tool.dlkit.publish]` and an Open-in-Colab link on top: the TA opens that
+copy and runs it.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def render(where: Publish) -> nbformat.NotebookNode:
     """colab_grade.ipynb with the kit's repository and branch filled in and an Open-in-Colab link on top."""
     nb = nbformat.read(SOURCE, as_version=4)
     cell = parameters_cell(nb)
-    cell.source = set_parameter(cell.source, "KIT_REPO", where.git_url)
+    cell.source = set_parameter(cell.source, "KIT_REPO", where.kit_git)
     cell.source = set_parameter(cell.source, "KIT_BRANCH", where.branch)
     link = new_markdown_cell(f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
                              f"({where.colab_url(NAME)})")

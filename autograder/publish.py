@@ -26,7 +26,7 @@ PLACEHOLDER = "your-github-org/dl-hwsw-kit"
 
 @dataclass(frozen=True)
 class Publish:
-    """The GitHub repository, branch and folder that host the kit and its student release."""
+    """The student repository (owner/name, branch, release folder) and, if elsewhere, the full kit."""
 
     github: str = PLACEHOLDER
     branch: str = "main"
@@ -41,12 +41,15 @@ class Publish:
 
     @property
     def kit_git(self) -> str:
-        """The full kit (instructor sources and autograder), which the TA's Colab notebook clones."""
+        """The full kit (instructor sources and autograder), which the TA's Colab notebook clones.
+
+        Defaults to the student repository, which is right only where the kit itself is published.
+        """
         return self.kit_override or self.git_url
 
     @property
     def pip(self) -> str:
-        """What `pip install` gets the helper package from (the kit's repository, unless overridden)."""
+        """What `pip install` gets the helper package from (the student repository, unless overridden)."""
         return self.pip_override or f"dlkit @ git+{self.git_url}@{self.branch}"
 
     def colab_url(self, path: str) -> str:

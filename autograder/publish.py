@@ -87,6 +87,8 @@ def export(dest: Path, where: Publish, release: Path = RELEASE) -> list[Path]:
     Only the release (solutions stubbed, hidden tests removed) and the package leave the kit, so
     the repository students open never holds an instructor source.
     """
+    if not str(dest) or dest.resolve() == REPO or REPO in dest.resolve().parents:
+        raise ValueError(f"DEST={str(dest)!r}: give a checkout of the student repository outside the kit")
     if not any(release.glob("*/*.ipynb")):
         raise FileNotFoundError(f"no release in {release}: run `make release` first")
     written = []
@@ -106,13 +108,13 @@ def export(dest: Path, where: Publish, release: Path = RELEASE) -> list[Path]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
+    if len(argv) != 1 or not argv[0]:
         print("usage: python -m autograder.publish DEST  (a checkout of the student repository)", file=sys.stderr)
         return 2
     where = load()
     try:
         written = export(Path(argv[0]), where)
-    except FileNotFoundError as err:
+    except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     print("wrote", ", ".join(str(p) for p in written))

@@ -2,10 +2,12 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from autograder import publish, ta_notebook
+from autograder.course import REPO
 
 
 def write(tmp_path, table: str):
@@ -69,3 +71,9 @@ def test_the_student_repository_gets_the_release_and_the_package_but_no_source(r
                             "-w", str(tmp_path / "wheel"), str(dest)], capture_output=True, text=True, timeout=300)
     assert wheel.returncode == 0, wheel.stderr
     assert list((tmp_path / "wheel").glob("dlkit-*.whl")), "pip installs dlkit from the student repository"
+
+
+@pytest.mark.parametrize("dest", ["", ".", "src", "build/student"])
+def test_publish_refuses_to_write_into_the_kit(dest):
+    with pytest.raises(ValueError, match="outside the kit"):
+        publish.export(REPO / dest if dest else Path(""), publish.load())

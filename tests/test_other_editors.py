@@ -18,6 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder.colab_setup import SETUP_GRADE_ID
 from autograder.course import REPO
 from autograder.samples import reference_submission
 
@@ -122,13 +123,23 @@ def graded_variants(release, tmp_path_factory):
     rows = {}
     for row in read_csv(Path(out) / "results.csv"):
         rows.setdefault(row["student_id"], {})[row["grade_id"]] = (row["score"], row["status"], row["message"])
-    return rows
+    return {"rows": rows, "out": Path(out)}
 
 
 def test_the_reference_scores_full_marks(graded_variants):
-    assert graded_variants["reference"] and all(s == "passed" for _, s, _ in graded_variants["reference"].values())
+    reference = graded_variants["rows"]["reference"]
+    assert reference and all(status == "passed" for _, status, _ in reference.values())
 
 
 @pytest.mark.parametrize("make", VARIANTS, ids=[v.__name__ for v in VARIANTS])
 def test_variant_grades_like_the_reference(graded_variants, make):
-    assert graded_variants[make.__name__] == graded_variants["reference"]
+    assert graded_variants["rows"][make.__name__] == graded_variants["rows"]["reference"]
+
+
+def test_the_setup_cell_ran_in_the_grader_quietly_and_offline(graded_variants):
+    """In the grader's sandbox (no network) dlkit is installed: the setup cell reports and never calls pip."""
+    path = graded_variants["out"] / "autograded" / "outputs_left_in" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    cell = next(c for c in nbformat.read(path, as_version=4).cells if nbgrader(c).get("grade_id") == SETUP_GRADE_ID)
+    assert not [o for o in cell.outputs if o.output_type == "error"], "the setup cell ran without an error"
+    text = "".join(o.get("text", "") for o in cell.outputs)
+    assert "devices: CPU" in text and "installing" not in text, text

@@ -9,9 +9,10 @@ import sys
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from nbgrader.api import Gradebook
 
 from autograder import colab_setup, publish, ta_notebook
-from autograder.course import assignments
+from autograder.course import BUILD, assignments
 
 BLOCKS = {"solution": ("### BEGIN SOLUTION", "### END SOLUTION"),
           "hidden test": ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")}
@@ -119,3 +120,12 @@ def test_ta_notebook_in_the_release_has_the_configured_repository(release):
     params = ta_notebook.parameters_cell(nb).source
     assert f'KIT_REPO = "{where.git_url}"' in params and f'KIT_BRANCH = "{where.branch}"' in params
     assert where.colab_url(ta_notebook.NAME) in nb.cells[0].source
+
+
+def test_gradebook_knows_the_setup_cell_so_grading_restores_an_edited_one(release):
+    where = publish.load()
+    with Gradebook(f"sqlite:///{BUILD / 'gradebook.db'}") as gb:
+        for name in release:
+            cell = gb.find_source_cell(colab_setup.SETUP_GRADE_ID, name, name)
+            expected = colab_setup.setup_cell(where.pip, wants(nbformat.read(assignments()[name], as_version=4)))
+            assert cell.locked and cell.source == expected.source

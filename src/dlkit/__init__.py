@@ -13,6 +13,7 @@ from .devices import (as_torch_device, default_device, is_colab, synchronize, te
 from .launch import LaunchTimeout, WorkerError, free_port, launch
 from .hardware import cpu_peak_flops, device_name, device_peak_flops, gpu_peak_flops
 from .plots import bar_plot, line_plot
+from .runtime import report_runtime
 from .seeding import seed_everything
 
 __all__ = [
@@ -20,6 +21,6 @@ __all__ = [
     "to_numpy", "data_file", "as_torch_device", "default_device", "is_colab", "synchronize", "test_devices",
     "tf_devices", "torch_devices", "cpu_peak_flops", "device_name", "device_peak_flops",
     "gpu_peak_flops", "bar_plot", "line_plot", "seed_everything",
-    "launch", "free_port", "WorkerError", "LaunchTimeout",
+    "launch", "free_port", "WorkerError", "LaunchTimeout", "report_runtime",
 ]
 __version__ = "0.1.0"

@@ -4,7 +4,8 @@ Each submission is autograded in a workspace of its own (autograde.py), so gradi
 never share a SQLite file. When a run ends, the process that drove it writes every score into
 the class gradebook in one pass (OUT/gradebook.db, or any SQLAlchemy URL nbgrader accepts, such
 as PostgreSQL when runs on several machines share one gradebook). Writing a submission replaces
-its earlier entry, so a resumed or repeated run never counts a submission twice.
+its scores in place (keeping any a TA gave by hand), so a resumed or repeated run never counts a
+submission twice.
 
 OUT is then an nbgrader course directory (source/, submitted/, autograded/, gradebook.db), so
 nbgrader's formgrader and `nbgrader export` work on it as on a class graded by hand.
@@ -18,7 +19,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from nbgrader.api import Gradebook, InvalidEntry, MissingEntry
+from nbgrader.api import Gradebook, InvalidEntry
 from sqlalchemy.exc import SQLAlchemyError
 
 from .course import BUILD, nbgrader_config
@@ -56,17 +57,18 @@ def copy_definitions(release_db: Path, gb: Gradebook, names: set[str]) -> None:
 
 
 def record(gb: Gradebook, student: str, assignment: str, rows: list[CellResult]) -> None:
-    """Replace the gradebook entry of one submission with the scores in `rows` (one per test cell)."""
+    """Set the automatic scores of one submission from `rows` (one per test cell), creating it if new.
+
+    As nbgrader's SaveAutoGrades does: a score a TA gave by hand is kept, and such a cell is
+    flagged for review; every other cell needs no manual grading.
+    """
     gb.update_or_create_student(student)
-    try:
-        gb.remove_submission(assignment, student)
-    except MissingEntry:
-        pass
-    submission = gb.add_submission(assignment, student)
+    submission = gb.update_or_create_submission(assignment, student)
     scores = {r.grade_id: r.score for r in rows}
     for notebook in submission.notebooks:
         for grade in notebook.grades:
             grade.auto_score = scores.get(grade.name, 0.0)
+            grade.needs_manual_grade = grade.manual_score is not None
     gb.db.commit()
 
 

@@ -9,7 +9,7 @@ OUT         ?= build/grades
 WORKERS     ?= $(shell nproc 2>/dev/null || echo 2)
 GRADE_FLAGS ?=
 
-.PHONY: venv release grade demo test clean
+.PHONY: venv release grade demo slides test clean
 
 venv: $(VENV)/.installed
 
@@ -32,6 +32,10 @@ grade: release
 ## Release, then grade the bundled sample submissions plus the blank release, and print the table
 demo: release
 	$(PY) -m autograder.grade autograder/submissions build/demo --with-blank --workers $(WORKERS) --cell-timeout 45
+
+## Lecture slides of every notebook (executed, solutions and plots) into build/slides/
+slides: venv
+	$(PY) -m autograder.slides
 
 test: venv
 	$(PY) -m pytest

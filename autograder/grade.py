@@ -6,7 +6,9 @@ its own workspace (several at once), and writes into OUT:
   results.csv     one row per test cell with status passed/failed/error/timeout and a message
   feedback/<student>/<assignment>/feedback.html   what the student may see (no test source)
   autograded/<student>/<assignment>/              the executed notebooks, for the TA only
-  logs/           nbgrader's log for every submission whose grading failed
+  logs/           nbgrader's log for every submission whose grading failed, and each worker's log
+  gradebook.db, source/, submitted/   the class gradebook: OUT is an nbgrader course directory,
+                  so `nbgrader formgrader` and `nbgrader export` work on it
 A submission that cannot be graded costs its student the points and the TA nothing: it gets
 error rows with the reason, and the rest of the class is graded.
 """
@@ -25,10 +27,11 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from . import resume, sandbox
+from . import resume, sandbox, warm
 from .autograde import prepare_workspace, run_autograde
 from .course import BUILD, RELEASE, assignments
 from .feedback import write_feedback
+from .gradebook import class_db_url, lay_out_course, write_class_gradebook
 from .intake import Submission, discover
 from .limits import Limits, apply_process_limits, become_subreaper, kill_descendants
 from .release import build_release
@@ -48,10 +51,19 @@ def init_worker(log_dir: Path, limits: Limits) -> None:
         print(f"WARNING: {problem}", file=sys.stderr)
 
 
-def grade_submission(submission: Submission, out: Path, limits: Limits) -> list[CellResult]:
-    """Autograde one vetted submission (runs in a worker process) and return its rows."""
+def grade_submission(submission: Submission, out: Path, limits: Limits, warm_kernels: bool = True) -> list[CellResult]:
+    """Autograde one vetted submission (runs in a worker process) and return its rows.
+
+    With `warm_kernels`, the kernel is forked from this worker's zygote for the assignment
+    (autograder/warm.py), which imported the notebook's libraries once for all its submissions.
+    """
     workspace = prepare_workspace(submission, BUILD, out / ".work")
     source = workspace.root / "source" / submission.assignment / f"{submission.assignment}.ipynb"
+    if warm_kernels:
+        try:
+            warm.activate(warm.preload_modules(source))
+        except warm.ZygoteError as err:
+            print(f"WARNING: cold kernel for {submission.student}/{submission.assignment}: {err}", file=sys.stderr)
     class_folder = submission.notebook.resolve().parents[2]  # <class>/<student>/<assignment>/<file>
     success, log = run_autograde(workspace, limits, hide=[out, class_folder])
     rows = collect(workspace, source, success, log)
@@ -79,11 +91,15 @@ def blank_submissions() -> list[Submission]:
     return [Submission("blank", name, RELEASE / name / f"{name}.ipynb") for name in assignments()]
 
 
-def grade_class(submissions: list[Submission], out: Path, workers: int, limits: Limits = Limits()) -> list[CellResult]:
-    """Grade every submission not graded before, `workers` at a time, with a progress bar; write CSVs and feedback.
+def grade_class(submissions: list[Submission], out: Path, workers: int, limits: Limits = Limits(),
+                warm_kernels: bool = True, db_url: str | None = None) -> list[CellResult]:
+    """Grade every submission not graded before, `workers` at a time, with a progress bar; write CSVs,
+    feedback and the class gradebook (`db_url`, by default OUT/gradebook.db).
 
     Results of earlier runs are reused while the submission, source and limits are unchanged
     (see resume.py). On Ctrl-C the workers and every kernel are stopped, and the same command resumes.
+    Submissions are handed out assignment by assignment, so each worker's zygote (warm.py) serves
+    many submissions before the next assignment needs other libraries.
     """
     rows: list[CellResult] = []
     todo = []
@@ -94,6 +110,7 @@ def grade_class(submissions: list[Submission], out: Path, workers: int, limits: 
             rows.extend(stored)
         else:
             todo.append(s)
+    todo.sort(key=lambda s: (s.assignment, s.student))
     if len(todo) < len(submissions):
         print(f"{len(submissions) - len(todo)} submissions already graded or ungradable; grading {len(todo)}",
               file=sys.stderr)
@@ -107,7 +124,7 @@ def grade_class(submissions: list[Submission], out: Path, workers: int, limits: 
                                initializer=init_worker, initargs=(out / "logs", limits))
     try:
         with tqdm(total=len(todo), unit="submission", desc="grading", file=sys.stderr) as progress:
-            futures = {pool.submit(grade_submission, s, out, limits): s for s in todo}
+            futures = {pool.submit(grade_submission, s, out, limits, warm_kernels): s for s in todo}
             for future in as_completed(futures):
                 s = futures[future]
                 try:
@@ -130,6 +147,8 @@ def grade_class(submissions: list[Submission], out: Path, workers: int, limits: 
     for student, assignment in sorted({(r.student_id, r.assignment) for r in rows}):
         write_feedback(out, student, assignment, [r for r in rows if (r.student_id, r.assignment) == (student, assignment)])
     write_csvs(out, rows)
+    lay_out_course(out, submissions)
+    write_class_gradebook(db_url or class_db_url(out), rows)
     return rows
 
 
@@ -144,6 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cell-timeout", type=int, default=defaults.cell_timeout, help="seconds per cell")
     parser.add_argument("--notebook-timeout", type=int, default=defaults.notebook_timeout, help="seconds per notebook")
     parser.add_argument("--memory-gb", type=float, default=defaults.memory_bytes / 2**30, help="memory per submission")
+    parser.add_argument("--cold-kernels", action="store_true",
+                        help="start every kernel from scratch instead of forking it from a warm zygote")
+    parser.add_argument("--db-url", default=None,
+                        help="class gradebook (SQLAlchemy URL, e.g. postgresql://...); default: sqlite in OUT")
     args = parser.parse_args(argv)
     limits = Limits(cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout,
                     memory_bytes=int(args.memory_gb * 2**30))
@@ -179,11 +202,13 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.suppress(OSError, AttributeError):  # Linux only; elsewhere Ctrl-C may leave kernels behind
         become_subreaper()  # so that on Ctrl-C no kernel outlives the run, even one a worker left behind
     try:
-        rows = grade_class(submissions, args.out.resolve(), args.workers, limits)
+        rows = grade_class(submissions, args.out.resolve(), args.workers, limits,
+                           warm_kernels=not args.cold_kernels, db_url=args.db_url)
     except KeyboardInterrupt:
         return 130
     print(grade_table(rows))
-    print(f"\nwrote {args.out}/grades.csv, results.csv and feedback/ for {len(submissions)} submissions")
+    print(f"\nwrote {args.out}/grades.csv, results.csv, feedback/ and the class gradebook for "
+          f"{len(submissions)} submissions")
     return 0
 
 

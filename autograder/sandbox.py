@@ -114,7 +114,10 @@ def _enter(spec: dict) -> None:
     handles = {path: os.open(path, os.O_PATH) for path in keep}
     for path in sorted(hide, key=lambda p: len(p.parts)):
         if not any(parent in hide for parent in path.parents):  # a hidden parent hides it already
-            _mount("tmpfs", str(path), "tmpfs", 0, "size=64k,mode=0755")
+            if path.is_dir():
+                _mount("tmpfs", str(path), "tmpfs", 0, "size=64k,mode=0755")
+            else:  # a file, such as the `.git` of a git worktree: it reads as empty
+                _mount("/dev/null", str(path), None, _MS_BIND, None)
     for path, fd in handles.items():
         if any(parent in hide for parent in [path, *path.parents]):
             path.mkdir(parents=True, exist_ok=True)

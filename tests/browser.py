@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -125,9 +128,6 @@ def stop_process_group(proc: subprocess.Popen, grace: float = 10) -> None:
 @contextlib.contextmanager
 def chromium(work: Path, page_timeout: float = 60):
     """A headless Chromium driven by Selenium through the system chromedriver, with a fresh profile."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for flag in CHROMIUM_FLAGS + [f"--user-data-dir={work / 'chromium-profile'}"]:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from selenium.webdriver.common.by import By
 
 from autograder.samples import SUBMISSIONS
 
@@ -62,8 +63,6 @@ def open_notebook(driver, server, name: str) -> None:
 
 def run_all(driver) -> list[dict]:
     """Run → Run All Cells from the menu bar; wait until nothing is queued or running; return the cells."""
-    from selenium.webdriver.common.by import By
-
     next(m for m in driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item") if m.text == "Run").click()
     wait_for("Run All Cells in the Run menu", lambda: [item for item in driver.find_elements(
         By.CSS_SELECTOR, ".lm-Menu-item .lm-Menu-itemLabel") if item.text == "Run All Cells"], 10)[0].click()

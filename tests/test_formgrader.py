@@ -36,7 +36,7 @@ def score_text(score: str, max_score: str) -> str:
     return f"{float(score):g} / {float(max_score):g}"
 
 
-def test_formgrader_lists_the_graded_class(tmp_path):
+def test_formgrader_lists_the_graded_class(release, tmp_path):
     class_dir, out = tmp_path / "class", tmp_path / "course"
     for student in STUDENTS:
         shutil.copytree(SUBMISSIONS / student / ASSIGNMENT, class_dir / student / ASSIGNMENT)

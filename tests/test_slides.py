@@ -9,8 +9,8 @@ import nbformat
 import pytest
 
 from autograder.course import assignments
-from autograder.slides import build_slides, mark_slides
 from autograder.samples import solution_sources
+from autograder.slides import build_slides, mark_slides
 
 
 @pytest.mark.parametrize("name", list(assignments()))

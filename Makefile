@@ -9,7 +9,7 @@ OUT         ?= build/grades
 WORKERS     ?= $(shell nproc 2>/dev/null || echo 2)
 GRADE_FLAGS ?=
 
-.PHONY: venv release grade demo slides test clean
+.PHONY: venv release grade demo slides test bench clean
 
 venv: $(VENV)/.installed
 
@@ -39,6 +39,10 @@ slides: venv
 
 test: venv
 	$(PY) -m pytest
+
+## Stock sequential nbgrader vs the kit on the same 24 submissions; writes bench/results.md (~15 min)
+bench: release
+	$(PY) -m bench.grading --workers $(WORKERS)
 
 clean:
 	rm -rf build

@@ -12,13 +12,16 @@ nbgrader's formgrader and `nbgrader export` work on it as on a class graded by h
 
 from __future__ import annotations
 
+import random
 import shutil
+import time
 from collections import defaultdict
 from pathlib import Path
 
-from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.api import Gradebook, InvalidEntry, MissingEntry
+from sqlalchemy.exc import SQLAlchemyError
 
-from .course import BUILD
+from .course import BUILD, nbgrader_config
 from .intake import Submission
 from .results import CellResult
 
@@ -67,17 +70,31 @@ def record(gb: Gradebook, student: str, assignment: str, rows: list[CellResult])
     gb.db.commit()
 
 
-def write_class_gradebook(db_url: str, rows: list[CellResult], release_db: Path = BUILD / "gradebook.db") -> None:
-    """Write every submission in `rows` into the gradebook at `db_url`, creating what it lacks."""
+def write_class_gradebook(db_url: str, rows: list[CellResult], release_db: Path = BUILD / "gradebook.db",
+                          attempts: int = 5) -> None:
+    """Write every submission in `rows` into the gradebook at `db_url`, creating what it lacks.
+
+    Several runs may write one database server at once (one per section, or per machine): when
+    two create the same assignment or student at the same moment, the loser's transaction fails on
+    a unique constraint, and it simply tries again, finding the row the other one made.
+    """
     by_submission: dict[tuple[str, str], list[CellResult]] = defaultdict(list)
     for r in rows:
         by_submission[(r.student_id, r.assignment)].append(r)
-    with Gradebook(db_url) as gb:
-        copy_definitions(release_db, gb, {assignment for _, assignment in by_submission})
-        known = {a.name for a in gb.assignments}
-        for (student, assignment), graded in sorted(by_submission.items()):
-            if assignment in known:  # an unknown assignment has nothing to record against
-                record(gb, student, assignment, graded)
+    course_id = nbgrader_config(release_db.parent).CourseDirectory.course_id  # a database server checks it exists
+    for attempt in range(1, attempts + 1):
+        try:
+            with Gradebook(db_url, course_id=course_id) as gb:
+                copy_definitions(release_db, gb, {assignment for _, assignment in by_submission})
+                known = {a.name for a in gb.assignments}
+                for (student, assignment), graded in sorted(by_submission.items()):
+                    if assignment in known:  # an unknown assignment has nothing to record against
+                        record(gb, student, assignment, graded)
+            return
+        except (InvalidEntry, SQLAlchemyError):
+            if attempt == attempts:
+                raise
+            time.sleep(random.uniform(0.1, 0.5) * attempt)
 
 
 def lay_out_course(out: Path, submissions: list[Submission], release_root: Path = BUILD) -> None:

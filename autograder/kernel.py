@@ -53,8 +53,8 @@ class SandboxedKernelManager(AsyncKernelManager):
         if zygote is not None:
             spec = str(self._sandbox_spec()) if self.sandbox_workdir else None
             try:
-                process = zygote.fork_kernel(self.connection_file, dict(kw.get("env") or os.environ),
-                                             kw.get("cwd"), spec)
+                env = dict(kw.get("env") or os.environ, JPY_PARENT_PID=str(os.getpid()))  # as launch_kernel sets it
+                process = zygote.fork_kernel(self.connection_file, env, kw.get("cwd"), spec)
             except warm.ZygoteError as err:
                 self.log.warning("starting a cold kernel: %s", err)
             else:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 from nbgrader.api import Gradebook
 
 from autograder.course import BUILD
@@ -68,3 +69,26 @@ def grade_with_stock_nbgrader(submissions: list[Submission], root: Path, cell_ti
         if proc.returncode != 0:
             raise RuntimeError(f"nbgrader autograde {assignment} failed:\n{proc.stdout}{proc.stderr}")
     return scores(root)
+
+
+def _wrote_to_stderr_only(cell) -> bool:
+    outputs = cell.get("outputs", [])
+    return (any(o.get("output_type") == "stream" and o.get("name") == "stderr" for o in outputs)
+            and not any(o.get("output_type") == "error" for o in outputs))
+
+
+def unexplained_differences(root: Path, stock: dict[tuple[str, str, str], float],
+                            kit: dict[tuple[str, str, str], float]) -> list[str]:
+    """Test cells whose kit score differs from stock nbgrader's for any reason but the documented one.
+
+    The one deliberate difference: nbgrader gives 0 to a passing test cell that wrote to stderr
+    (a DeprecationWarning, TensorFlow's logging); the kit keeps its points.
+    """
+    problems = [f"{key}: graded by only one of them" for key in sorted(set(stock) ^ set(kit))]
+    for key in sorted(k for k in set(stock) & set(kit) if stock[k] != kit[k]):
+        student, assignment, grade_id = key
+        graded = nbformat.read(root / "autograded" / student / assignment / f"{assignment}.ipynb", as_version=4)
+        cell = next((c for c in graded.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id), {})
+        if not (stock[key] == 0 and _wrote_to_stderr_only(cell)):
+            problems.append(f"{key}: stock nbgrader {stock[key]:g}, kit {kit[key]:g}")
+    return problems

@@ -33,6 +33,7 @@ SLIDES = BUILD / "slides"
 # (grading sets Agg, which would leave the slides without a single plot).
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 SUMMARY_HEADING = "## What to remember"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 CELL_TIMEOUT = 600
 
 
@@ -108,6 +109,15 @@ def execute(source: Path, timeout: int = CELL_TIMEOUT) -> nbformat.NotebookNode:
     return nb
 
 
+def drop_progress_bars(nb: nbformat.NotebookNode) -> None:
+    """Remove the tqdm widgets: live progress means nothing once the run is over, and a saved
+    widget either shows a stale bar (fetched from a CDN) or "Error displaying widget"."""
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [out for out in cell.outputs if WIDGET_VIEW not in out.get("data", {})]
+    nb.metadata.pop("widgets", None)
+
+
 def export_slides(nb: nbformat.NotebookNode, reveal_prefix: str = "") -> str:
     """The reveal.js HTML of an executed notebook; long slides scroll rather than overflow the screen."""
     exporter = SlidesExporter(reveal_scroll=True, reveal_transition="none")
@@ -128,6 +138,7 @@ def build_slides(names: list[str] | None = None, out: Path = SLIDES, reveal_pref
     decks = {}
     for name in names:
         nb = execute(sources[name])
+        drop_progress_bars(nb)
         mark_slides(nb)  # a notebook edited since the last --mark still gets consistent cuts
         nbformat.write(nb, out / f"{name}.ipynb")
         decks[name] = out / f"{name}.slides.html"

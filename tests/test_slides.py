@@ -35,5 +35,6 @@ def test_deck_has_slides_plots_and_solutions_but_no_hidden_tests(tmp_path, monke
     for grade_id, solution in solution_sources(assignments()[name]).items():
         assert solution.splitlines()[-1].strip() in text, f"solution of {grade_id} missing from the deck"
     assert "HIDDEN TESTS" not in text and "Traceback" not in text
+    assert "widget-view" not in deck, "progress bars belong to live runs, not to slides"
     lecture_copy = nbformat.read(tmp_path / f"{name}.ipynb", as_version=4)
     assert any(cell.get("outputs") for cell in lecture_copy.cells), "the lecture copy keeps its outputs"

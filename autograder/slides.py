@@ -9,7 +9,10 @@ That metadata is set by rules (`slide_type` below), never by hand, so that an ed
 notebook gets consistent cuts again with `python -m autograder.slides --mark`; the slides test
 fails when a notebook's cuts differ from what the rules say.
 
-Usage: python -m autograder.slides [--mark] [--reveal-prefix URL] [assignment ...]
+The decks load reveal.js, RequireJS, jQuery and MathJax from public CDNs (nbconvert's defaults), so
+the machine that shows them needs internet; the lecture copy and a live JupyterLab do not.
+
+Usage: python -m autograder.slides [--mark] [assignment ...]
 """
 
 from __future__ import annotations
@@ -118,16 +121,18 @@ def drop_progress_bars(nb: nbformat.NotebookNode) -> None:
     nb.metadata.pop("widgets", None)
 
 
-def export_slides(nb: nbformat.NotebookNode, reveal_prefix: str = "") -> str:
-    """The reveal.js HTML of an executed notebook; long slides scroll rather than overflow the screen."""
-    exporter = SlidesExporter(reveal_scroll=True, reveal_transition="none")
-    if reveal_prefix:
-        exporter.reveal_url_prefix = reveal_prefix
+def export_slides(nb: nbformat.NotebookNode) -> str:
+    """The reveal.js HTML of an executed notebook.
+
+    Long slides scroll rather than overflow the screen, and the slide is wide enough for the
+    notebooks' code lines (about 120 characters), which reveal.js would otherwise cut off.
+    """
+    exporter = SlidesExporter(reveal_scroll=True, reveal_transition="none", reveal_width="1400", reveal_height="880")
     html, _ = exporter.from_notebook_node(nb)
     return html
 
 
-def build_slides(names: list[str] | None = None, out: Path = SLIDES, reveal_prefix: str = "") -> dict[str, Path]:
+def build_slides(names: list[str] | None = None, out: Path = SLIDES) -> dict[str, Path]:
     """Execute and export the named notebooks (all by default); return each deck's path."""
     sources = assignments()
     names = names or list(sources)
@@ -142,7 +147,7 @@ def build_slides(names: list[str] | None = None, out: Path = SLIDES, reveal_pref
         mark_slides(nb)  # a notebook edited since the last --mark still gets consistent cuts
         nbformat.write(nb, out / f"{name}.ipynb")
         decks[name] = out / f"{name}.slides.html"
-        decks[name].write_text(export_slides(nb, reveal_prefix), encoding="utf-8")
+        decks[name].write_text(export_slides(nb), encoding="utf-8")
     return decks
 
 
@@ -151,8 +156,6 @@ def main(argv: list[str]) -> int:
     parser.add_argument("names", nargs="*", help="assignments (default: all)")
     parser.add_argument("--mark", action="store_true",
                         help="only (re)apply the slide cuts to the source notebooks in notebooks/")
-    parser.add_argument("--reveal-prefix", default="",
-                        help="where the decks load reveal.js from (default: a CDN); e.g. a local copy for an offline room")
     args = parser.parse_args(argv)
     if args.mark:
         for name, path in assignments().items():
@@ -160,7 +163,7 @@ def main(argv: list[str]) -> int:
                 print(f"{'marked' if mark_notebook(path) else 'unchanged'}: {path.name}")
         return 0
     try:
-        decks = build_slides(args.names or None, reveal_prefix=args.reveal_prefix)
+        decks = build_slides(args.names or None)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

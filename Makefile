@@ -9,7 +9,7 @@ OUT         ?= build/grades
 WORKERS     ?= $(shell nproc 2>/dev/null || echo 2)
 GRADE_FLAGS ?=
 
-.PHONY: venv release grade demo slides test bench clean
+.PHONY: venv release publish grade demo slides test bench clean
 
 venv: $(VENV)/.installed
 
@@ -24,6 +24,10 @@ $(VENV)/.installed: pyproject.toml
 ## Student release of every notebook into build/release/<assignment>/<assignment>.ipynb
 release: venv
 	$(PY) -m autograder.release
+
+## Copy the release and the helper package into a checkout of the student repository: make publish DEST=<dir>
+publish: release
+	$(PY) -m autograder.publish "$(DEST)"
 
 ## Grade a class: make grade SUBMISSIONS=<dir>/<student>/<assignment>/*.ipynb OUT=<dir> [WORKERS=n]
 grade: release

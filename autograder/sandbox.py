@@ -73,8 +73,17 @@ def default_keep() -> list[Path]:
 def default_hide() -> list[Path]:
     """What no kernel may see: instructor sources, grader, build products, history."""
     repo = Path(__file__).resolve().parent.parent
-    return [repo / "notebooks", repo / "autograder", repo / "build", repo / ".git", repo / "tests",
+    return [repo / "notebooks", repo / "autograder", repo / "build", *git_dirs(repo), repo / "tests",
             Path(tempfile.gettempdir())]
+
+
+def git_dirs(repo: Path) -> list[Path]:
+    """Where the repository's history lives: .git, and in a `git worktree` also the main .git its file points to."""
+    dot_git = repo / ".git"
+    if not dot_git.is_file():
+        return [dot_git]
+    gitdir = Path(dot_git.read_text().partition("gitdir:")[2].strip())  # <main>/.git/worktrees/<name>
+    return [dot_git, (repo / gitdir).resolve().parent.parent]
 
 
 def make_workdir() -> Path:
@@ -113,11 +122,12 @@ def _enter(spec: dict) -> None:
         hide.update(_closed_ancestors(path))
     handles = {path: os.open(path, os.O_PATH) for path in keep}
     for path in sorted(hide, key=lambda p: len(p.parts)):
-        if not any(parent in hide for parent in path.parents):  # a hidden parent hides it already
-            if path.is_dir():
-                _mount("tmpfs", str(path), "tmpfs", 0, "size=64k,mode=0755")
-            else:  # a file, such as the `.git` of a git worktree: it reads as empty
-                _mount("/dev/null", str(path), None, _MS_BIND, None)
+        if any(parent in hide for parent in path.parents):  # a hidden parent hides it already
+            continue
+        if path.is_dir():
+            _mount("tmpfs", str(path), "tmpfs", 0, "size=64k,mode=0755")
+        else:  # a file, such as a worktree's .git
+            _mount("/dev/null", str(path), None, _MS_BIND, None)
     for path, fd in handles.items():
         if any(parent in hide for parent in [path, *path.parents]):
             path.mkdir(parents=True, exist_ok=True)

@@ -24,13 +24,16 @@ import time
 from pathlib import Path
 
 import nbformat
+from dlkit.integrity import GUARDED
 
 from .limits import become_subreaper
 
 ZYGOTE = Path(__file__).resolve().with_name("zygote.py")
 
-#: Imported in every zygote: what any kernel loads to start, and the kit's helper package.
-ALWAYS = ("ipykernel.kernelapp", "ipykernel.ipkernel", "matplotlib_inline.backend_inline", "dlkit")
+#: Imported in every zygote: what any kernel loads to start, the kit's helper package, and what the
+#: grader's own first cell imports (dlkit.integrity snapshots numpy's, torch's and dlkit's checks).
+ALWAYS = ("ipykernel.kernelapp", "ipykernel.ipkernel", "matplotlib_inline.backend_inline", "dlkit",
+          "dlkit.integrity", *GUARDED)
 
 
 class ZygoteError(RuntimeError):

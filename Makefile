@@ -9,7 +9,7 @@ OUT         ?= build/grades
 WORKERS     ?= $(shell nproc 2>/dev/null || echo 2)
 GRADE_FLAGS ?=
 
-.PHONY: venv release publish grade demo test bench clean
+.PHONY: venv release publish grade demo slides test bench clean
 
 venv: $(VENV)/.installed
 
@@ -36,6 +36,10 @@ grade: release
 ## Release, then grade the bundled sample submissions plus the blank release, and print the table
 demo: release
 	$(PY) -m autograder.grade autograder/submissions build/demo --with-blank --workers $(WORKERS) --cell-timeout 45
+
+## Lecture slides of every notebook (executed, solutions and plots) into build/slides/
+slides: venv
+	$(PY) -m autograder.slides
 
 test: venv
 	$(PY) -m pytest

@@ -1,0 +1,176 @@
+"""Lecture slides from the instructor notebooks: `make slides` writes build/slides/.
+
+For each source notebook this writes
+  build/slides/<name>.slides.html   a reveal.js deck: explanations, solutions, demos and their plots
+  build/slides/<name>.ipynb         the lecture copy: the same notebook with every output in it
+by executing the notebook (solutions included; plots embedded as PNG) and exporting it with
+nbconvert's SlidesExporter. Where the deck is cut is each cell's `metadata.slideshow.slide_type`.
+That metadata is set by rules (`slide_type` below), never by hand, so that an edited or merged
+notebook gets consistent cuts again with `python -m autograder.slides --mark`; the slides test
+fails when a notebook's cuts differ from what the rules say.
+
+The decks load reveal.js, RequireJS, jQuery and MathJax from public CDNs (nbconvert's defaults), so
+the machine that shows them needs internet; the lecture copy and a live JupyterLab do not.
+
+Usage: python -m autograder.slides [--mark] [assignment ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import nbformat
+from nbconvert.exporters import SlidesExporter
+from nbconvert.preprocessors import ExecutePreprocessor
+
+from .course import BUILD, assignments
+
+SLIDES = BUILD / "slides"
+# The kernel draws into the notebook (PNG outputs the deck embeds), whatever the caller's MPLBACKEND
+# (grading sets Agg, which would leave the slides without a single plot).
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+SUMMARY_HEADING = "## What to remember"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+CELL_TIMEOUT = 600
+
+
+def _nbgrader(cell: nbformat.NotebookNode) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def slide_type(cell: nbformat.NotebookNode, previous: nbformat.NotebookNode | None, after_summary: bool) -> str:
+    """Where `cell` goes in the talk, from its kind and the previous cell shown.
+
+    Sections (`#`, `##`) start slides; `###` subsections and exercises start sub-slides (reveal.js'
+    vertical stack), so the left/right keys walk the sections and up/down their details. Code
+    stays on the slide of the markdown that introduces it. Test cells (hidden tests included), the
+    setup cell and housekeeping code after the summary are not part of the talk.
+    """
+    meta = _nbgrader(cell)
+    if meta.get("grade") or (cell.cell_type == "code" and meta and not meta.get("solution")):
+        return "skip"
+    if cell.cell_type == "markdown":
+        text = cell.source.lstrip()
+        if text.startswith(("# ", "## ")):
+            return "slide"
+        if text.startswith(("### ", "**Exercise")):
+            return "subslide"
+        return "subslide" if previous is not None and previous.cell_type == "code" else "-"
+    if after_summary:
+        return "skip"
+    return "-" if previous is not None and previous.cell_type == "markdown" else "subslide"
+
+
+def mark_slides(nb: nbformat.NotebookNode) -> bool:
+    """Set every cell's slide_type by the rules; return whether anything changed."""
+    changed, previous, after_summary = False, None, False
+    for cell in nb.cells:
+        after_summary = after_summary or (cell.cell_type == "markdown" and cell.source.startswith(SUMMARY_HEADING))
+        kind = slide_type(cell, previous, after_summary)
+        if cell.metadata.get("slideshow", {}).get("slide_type") != kind:
+            cell.metadata["slideshow"] = {"slide_type": kind}
+            changed = True
+        if kind != "skip":
+            previous = cell
+    return changed
+
+
+def mark_notebook(path: Path) -> bool:
+    """Apply the slide rules to a notebook file in place, rewriting it only when a cut changed."""
+    nb = nbformat.read(path, as_version=4)
+    if not mark_slides(nb):
+        return False
+    nbformat.write(nb, path)
+    return True
+
+
+@contextlib.contextmanager
+def _inline_plots() -> Iterator[None]:
+    """Kernels started inside inherit MPLBACKEND=inline; the caller's value is restored afterwards."""
+    before = os.environ.get("MPLBACKEND")
+    os.environ["MPLBACKEND"] = INLINE_BACKEND
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("MPLBACKEND", None)
+        else:
+            os.environ["MPLBACKEND"] = before
+
+
+def execute(source: Path, timeout: int = CELL_TIMEOUT) -> nbformat.NotebookNode:
+    """Run an instructor notebook top to bottom in a fresh kernel, in a scratch folder, and return it with outputs."""
+    nb = nbformat.read(source, as_version=4)
+    with _inline_plots(), tempfile.TemporaryDirectory(prefix="slides-") as scratch:
+        ExecutePreprocessor(timeout=timeout, kernel_name="python3").preprocess(nb, {"metadata": {"path": scratch}})
+    return nb
+
+
+def drop_progress_bars(nb: nbformat.NotebookNode) -> None:
+    """Remove the tqdm widgets: live progress means nothing once the run is over, and a saved
+    widget either shows a stale bar (fetched from a CDN) or "Error displaying widget"."""
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [out for out in cell.outputs if WIDGET_VIEW not in out.get("data", {})]
+    nb.metadata.pop("widgets", None)
+
+
+def export_slides(nb: nbformat.NotebookNode) -> str:
+    """The reveal.js HTML of an executed notebook.
+
+    Long slides scroll rather than overflow the screen, and the slide is wide enough for the
+    notebooks' code lines (about 120 characters), which reveal.js would otherwise cut off.
+    """
+    exporter = SlidesExporter(reveal_scroll=True, reveal_transition="none", reveal_width="1400", reveal_height="880")
+    html, _ = exporter.from_notebook_node(nb)
+    return html
+
+
+def build_slides(names: list[str] | None = None, out: Path = SLIDES) -> dict[str, Path]:
+    """Execute and export the named notebooks (all by default); return each deck's path."""
+    sources = assignments()
+    names = names or list(sources)
+    unknown = sorted(set(names) - set(sources))
+    if unknown:
+        raise ValueError(f"no instructor notebook for {unknown}; known assignments: {sorted(sources)}")
+    out.mkdir(parents=True, exist_ok=True)
+    decks = {}
+    for name in names:
+        nb = execute(sources[name])
+        drop_progress_bars(nb)
+        mark_slides(nb)  # a notebook edited since the last --mark still gets consistent cuts
+        nbformat.write(nb, out / f"{name}.ipynb")
+        decks[name] = out / f"{name}.slides.html"
+        decks[name].write_text(export_slides(nb), encoding="utf-8")
+    return decks
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", help="assignments (default: all)")
+    parser.add_argument("--mark", action="store_true",
+                        help="only (re)apply the slide cuts to the source notebooks in notebooks/")
+    args = parser.parse_args(argv)
+    if args.mark:
+        for name, path in assignments().items():
+            if not args.names or name in args.names:
+                print(f"{'marked' if mark_notebook(path) else 'unchanged'}: {path.name}")
+        return 0
+    try:
+        decks = build_slides(args.names or None)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for name, path in decks.items():
+        print(f"slides {name}: {path.relative_to(BUILD.parent)} (lecture copy with outputs: {name}.ipynb)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

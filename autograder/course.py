@@ -30,6 +30,15 @@ def assignments() -> dict[str, Path]:
     return {path.stem: path for path in sorted(NOTEBOOKS.glob("*.ipynb"))}
 
 
+def select(names: list[str] | None = None) -> dict[str, Path]:
+    """Instructor source of each named assignment (all when none are named); ValueError names unknown ones."""
+    sources = assignments()
+    unknown = sorted(set(names or []) - set(sources))
+    if unknown:
+        raise ValueError(f"no instructor notebook for {unknown}; known assignments: {sorted(sources)}")
+    return {name: sources[name] for name in names} if names else sources
+
+
 def nbgrader_config(root: Path, limits: Limits | None = None) -> Config:
     """The kit's nbgrader config with its course directory and gradebook under `root`, and `limits` if given."""
     config = PyFileConfigLoader(CONFIG_FILE.name, path=str(CONFIG_FILE.parent)).load_config()

@@ -24,7 +24,7 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.utils import capture_log
 
 from . import publish, ta_notebook
-from .course import BUILD, assignments, nbgrader_config
+from .course import BUILD, nbgrader_config, select
 
 
 class ReleaseError(RuntimeError):
@@ -55,15 +55,14 @@ def generate(name: str, root: Path) -> None:
 
 def build_release(names: list[str] | None = None, root: Path = BUILD) -> dict[str, Path]:
     """Release the named assignments (all by default) from a fresh gradebook; return their release notebooks."""
-    sources = assignments()
-    names = names or list(sources)
-    unknown = sorted(set(names) - set(sources))
-    if unknown:
-        raise ReleaseError(f"no instructor notebook for {unknown}; known assignments: {sorted(sources)}")
+    try:
+        sources = select(names)
+    except ValueError as err:
+        raise ReleaseError(str(err)) from err
     root.mkdir(parents=True, exist_ok=True)
     (root / "gradebook.db").unlink(missing_ok=True)
     released = {}
-    for name in names:
+    for name in sources:
         stage_source(name, sources[name], root)
         shutil.rmtree(root / "release" / name, ignore_errors=True)
         generate(name, root)

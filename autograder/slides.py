@@ -29,7 +29,7 @@ import nbformat
 from nbconvert.exporters import SlidesExporter
 from nbconvert.preprocessors import ExecutePreprocessor
 
-from .course import BUILD, assignments
+from .course import BUILD, assignments, select
 
 SLIDES = BUILD / "slides"
 # The kernel draws into the notebook (PNG outputs the deck embeds), whatever the caller's MPLBACKEND
@@ -134,14 +134,10 @@ def export_slides(nb: nbformat.NotebookNode) -> str:
 
 def build_slides(names: list[str] | None = None, out: Path = SLIDES) -> dict[str, Path]:
     """Execute and export the named notebooks (all by default); return each deck's path."""
-    sources = assignments()
-    names = names or list(sources)
-    unknown = sorted(set(names) - set(sources))
-    if unknown:
-        raise ValueError(f"no instructor notebook for {unknown}; known assignments: {sorted(sources)}")
+    sources = select(names)
     out.mkdir(parents=True, exist_ok=True)
     decks = {}
-    for name in names:
+    for name in sources:
         nb = execute(sources[name])
         drop_progress_bars(nb)
         mark_slides(nb)  # a notebook edited since the last --mark still gets consistent cuts

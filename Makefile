@@ -8,6 +8,7 @@ SUBMISSIONS ?= autograder/submissions
 OUT         ?= build/grades
 WORKERS     ?= $(shell nproc 2>/dev/null || echo 2)
 GRADE_FLAGS ?=
+DEVICES     ?= auto
 
 .PHONY: venv release grade demo test clean
 
@@ -25,9 +26,9 @@ $(VENV)/.installed: pyproject.toml
 release: venv
 	$(PY) -m autograder.release
 
-## Grade a class: make grade SUBMISSIONS=<dir>/<student>/<assignment>/*.ipynb OUT=<dir> [WORKERS=n]
+## Grade a class: make grade SUBMISSIONS=<dir>/<student>/<assignment>/*.ipynb OUT=<dir> [WORKERS=n] [DEVICES=auto|cpu,cuda|...]
 grade: release
-	$(PY) -m autograder.grade "$(SUBMISSIONS)" "$(OUT)" --workers $(WORKERS) $(GRADE_FLAGS)
+	$(PY) -m autograder.grade "$(SUBMISSIONS)" "$(OUT)" --workers $(WORKERS) --devices "$(DEVICES)" $(GRADE_FLAGS)
 
 ## Release, then grade the bundled sample submissions plus the blank release, and print the table
 demo: release

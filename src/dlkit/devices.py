@@ -88,6 +88,26 @@ def requested_devices() -> list[str]:
     return [k for k in KNOWN_KINDS if k != "fakegpu"] if explicit is None else explicit
 
 
+def resolve_devices(spec: str) -> list[str]:
+    """The explicit kinds a grader asks its kernels for: "auto" becomes the kinds this machine has.
+
+    Naming them keeps a kernel's report honest: a kind it cannot use comes back "skipped", and a
+    marker for a kind nobody asked for is ignored. Imports torch (not TensorFlow) for "auto".
+    """
+    if spec.strip().lower() not in ("", "auto"):
+        kinds = [k.strip() for k in spec.lower().split(",") if k.strip()]
+        unknown = sorted(set(kinds) - set(KNOWN_KINDS))
+        if unknown:
+            raise ValueError(f"unknown device kinds {unknown}; known: {KNOWN_KINDS}")
+        return ["cpu"] + [k for k in dict.fromkeys(kinds) if k != "cpu"]
+    found = set(torch_devices()) if importlib.util.find_spec("torch") else {"cpu"}
+    if Path("/dev/nvidiactl").exists():  # a GPU TensorFlow may use even where torch is a CPU build
+        found.add("cuda")
+    if tpu_present():
+        found.add("xla")
+    return [k for k in KNOWN_KINDS if k in found]
+
+
 def test_devices() -> list[str]:
     """The real torch device kinds a test should visit: requested and present, in a stable order.
 

@@ -119,6 +119,11 @@ def test_devices() -> list[str]:
     return [kind for kind in present if kind in wanted]
 
 
+def has_float64(kind: str) -> bool:
+    """Whether a device kind computes in float64: MPS cannot, nor can the simulated "fakegpu" (like a TPU)."""
+    return kind not in ("mps", "fakegpu")
+
+
 def default_device() -> str:
     """The fastest torch device kind present: an accelerator when there is one, else "cpu"."""
     devices = test_devices()

@@ -24,6 +24,7 @@ import contextlib
 from typing import Iterator
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
@@ -92,7 +93,7 @@ class FakeGpuMode(TorchDispatchMode):
             return out
         # An in-place operation returns its input's data: hand back that very wrapper, as torch would.
         wrappers = {id(t.elem): t for t in tensors if isinstance(t, FakeGpuTensor)}
-        return tree_map(lambda value: wrappers.get(id(value)) or _wrap(value), out)
+        return tree_map(lambda value: wrappers[id(value)] if id(value) in wrappers else _wrap(value), out)
 
 
 def _wrap(value):
@@ -105,8 +106,25 @@ def _wrap(value):
     return FakeGpuTensor(value)
 
 
+class _FactoryMode(TorchFunctionMode):
+    """`torch.tensor(data, device=...)` and kin copy their data in C++, past the dispatch mode: build on the CPU, then move."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        device = kwargs.get("device")
+        if device is None or torch.device(device).type != DEVICE.type:
+            return func(*args, **kwargs)
+        kwargs["device"] = torch.device("cpu")
+        requires_grad = kwargs.pop("requires_grad", False)  # the moved copy, not the CPU original, is the leaf
+
+        def move(value):
+            return value.to(DEVICE).requires_grad_(requires_grad) if isinstance(value, torch.Tensor) else value
+
+        return tree_map(move, func(*args, **kwargs))
+
+
 @contextlib.contextmanager
 def active() -> Iterator[torch.device]:
     """Within this block torch has a simulated accelerator, `torch.device("meta")`; yields that device."""
-    with FakeGpuMode():
+    with _FactoryMode(), FakeGpuMode():
         yield DEVICE

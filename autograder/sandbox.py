@@ -107,8 +107,12 @@ def _enter(spec: dict) -> None:
         hide.update(_closed_ancestors(path))
     handles = {path: os.open(path, os.O_PATH) for path in keep}
     for path in sorted(hide, key=lambda p: len(p.parts)):
-        if not any(parent in hide for parent in path.parents):  # a hidden parent hides it already
+        if any(parent in hide for parent in path.parents):  # a hidden parent hides it already
+            continue
+        if path.is_dir():
             _mount("tmpfs", str(path), "tmpfs", 0, "size=64k,mode=0755")
+        else:  # e.g. the .git file of a git worktree: an empty file over it
+            _mount("/dev/null", str(path), None, _MS_BIND, None)
     for path, fd in handles.items():
         if any(parent in hide for parent in [path, *path.parents]):
             path.mkdir(parents=True, exist_ok=True)

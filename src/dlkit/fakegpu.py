@@ -37,6 +37,10 @@ _MIXING_ALLOWED = {_aten.copy_.default, _aten._to_copy.default, _aten.index.Tens
                    _aten.index_put.default, _aten._index_put_impl_.default}
 
 
+# Factories that copy Python or NumPy data straight into the target device's memory.
+_DATA_FACTORIES = {torch.tensor, torch.as_tensor, torch.asarray, torch.Tensor.new_tensor}
+
+
 class FakeGpuTensor(torch.Tensor):
     """A tensor on the simulated accelerator: reports `meta` as its device, keeps its data in `elem`."""
 
@@ -112,15 +116,13 @@ class _FactoryMode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
         device = kwargs.get("device")
-        if device is None or torch.device(device).type != DEVICE.type:
+        if func is torch.Tensor.new_tensor and device is None and isinstance(args[0], FakeGpuTensor):
+            device = DEVICE  # new_tensor puts its data on self's device
+        if func not in _DATA_FACTORIES or device is None or torch.device(device).type != DEVICE.type:
             return func(*args, **kwargs)
         kwargs["device"] = torch.device("cpu")
         requires_grad = kwargs.pop("requires_grad", False)  # the moved copy, not the CPU original, is the leaf
-
-        def move(value):
-            return value.to(DEVICE).requires_grad_(requires_grad) if isinstance(value, torch.Tensor) else value
-
-        return tree_map(move, func(*args, **kwargs))
+        return func(*args, **kwargs).to(DEVICE).requires_grad_(requires_grad)
 
 
 @contextlib.contextmanager

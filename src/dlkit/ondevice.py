@@ -58,18 +58,31 @@ def tpu_strategy():
 
 
 def _placement(kind: str, framework: str) -> ContextManager:
-    """The context a check runs in: TF's device scope or TPU strategy, or the simulated accelerator for torch."""
+    """The context a check runs in: TF's device scope or TPU strategy, or the simulated accelerator for torch.
+
+    TF's CPU gets an explicit scope only where an accelerator exists (TF would otherwise place ops
+    there); on a CPU-only runtime the check runs exactly as the test's code always did.
+    """
     if framework == "tf":
         import tensorflow as tf
 
         if kind == "xla":
             return tpu_strategy().scope()
-        return tf.device("/GPU:0" if kind == "cuda" else "/CPU:0")
+        if kind == "cuda":
+            return tf.device("/GPU:0")
+        return tf.device("/CPU:0") if len(tf_kinds_present()) > 1 else contextlib.nullcontext()
     if kind == "fakegpu":
         from . import fakegpu
 
         return fakegpu.active()
     return contextlib.nullcontext()
+
+
+def _absence(kind: str, framework: str) -> str:
+    """Why `kind` was not run: the message of its "skipped" marker."""
+    if kind == "fakegpu" and framework != "torch":
+        return f"not run: the simulated fakegpu exists for torch only, not for {framework}"
+    return f"not run: this runtime has no {kind}"
 
 
 def _emit(kind: str, status: str, message: str = "") -> None:
@@ -99,7 +112,7 @@ def check_on_devices(check: Callable[[str], None], kinds: list[str] | None = Non
     for kind, present in _kinds_to_visit(kinds, framework):
         if not present:
             statuses[kind] = "skipped"
-            _emit(kind, "skipped", f"not run: this runtime has no {kind}")
+            _emit(kind, "skipped", _absence(kind, framework))
             continue
         try:
             with _placement(kind, framework):

@@ -30,9 +30,10 @@ def _joined(kinds: set[str]) -> str:
 
 
 def coverage(rows: list[CellResult]) -> dict[tuple[str, str], tuple[str, str]]:
-    """("cpu+cuda", "xla") per (student, assignment): the devices tests ran on, and those requested but absent.
+    """("cpu+cuda", "xla") per (student, assignment): the devices tests ran on, and those some test did not run on.
 
     Grading always runs on the CPU, so "cpu" is covered even by a notebook whose tests check no device.
+    A kind in both lists ran for some tests only (e.g. a test that cannot run on the simulated GPU).
     """
     ran: dict[tuple[str, str], set[str]] = defaultdict(lambda: {"cpu"})
     skipped: dict[tuple[str, str], set[str]] = defaultdict(set)
@@ -42,7 +43,7 @@ def coverage(rows: list[CellResult]) -> dict[tuple[str, str], tuple[str, str]]:
             skipped[key].add(r.device)
         else:
             ran[key].add(r.device or "cpu")
-    return {key: (_joined(ran[key]), _joined(skipped[key] - ran[key])) for key in ran}
+    return {key: (_joined(ran[key]), _joined(skipped[key])) for key in ran}
 
 
 def write_csvs(out: Path, rows: list[CellResult]) -> None:

@@ -60,6 +60,17 @@ def test_a_failure_on_the_cpu_raises_the_cpus_own_exception(monkeypatch):
         dlkit.check_on_devices(check)
 
 
+def test_a_check_that_cannot_run_on_a_device_reports_it_skipped(monkeypatch, capsys):
+    monkeypatch.setenv(devices.DEVICES_ENV, "cpu,fakegpu")
+
+    def check(kind):
+        if kind == "fakegpu":
+            raise dlkit.SkipDevice("export cannot trace it")
+
+    assert dlkit.check_on_devices(check) == {"cpu": "passed", "fakegpu": "skipped"}
+    assert markers(capsys.readouterr().out)[1]["message"] == "not run on fakegpu: export cannot trace it"
+
+
 def run_on_fakegpu(fn):
     with fakegpu.active() as dev:
         return fn(dev)

@@ -25,7 +25,7 @@ GUARDED = {
     "torch": ["allclose", "isclose", "equal", "all", "any", "abs", "max", "isfinite"],
     "torch.testing": ["assert_close"],
     "dlkit": ["assert_close", "assert_same_placement", "rel_error", "to_numpy", "tolerances_for", "test_devices",
-              "as_torch_device", "check_on_devices"],
+              "as_torch_device", "check_on_devices", "SkipDevice"],
     "dlkit.ondevice": ["check_on_devices", "_emit", "_describe", "_kinds_to_visit", "_placement"],
     "json": ["dumps"],
     "dlkit.checks": ["assert_close", "assert_same_placement", "rel_error", "tolerances_for", "to_numpy"],

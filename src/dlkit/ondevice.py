@@ -29,6 +29,13 @@ MAX_MESSAGE = 2000
 FRAMEWORKS = ("torch", "tf")
 
 
+class SkipDevice(Exception):
+    """Raised by a check that cannot run on this device kind (DDP off cpu/cuda, export on the simulated GPU).
+
+    The device is then reported "skipped" with this reason: not run is never passed.
+    """
+
+
 def _present(framework: str) -> list[str]:
     """Device kinds this runtime can run `framework` on; the simulated accelerator exists for torch only."""
     if framework == "tf":
@@ -117,6 +124,9 @@ def check_on_devices(check: Callable[[str], None], kinds: list[str] | None = Non
         try:
             with _placement(kind, framework):
                 check(kind)
+        except SkipDevice as why:
+            statuses[kind] = "skipped"
+            _emit(kind, "skipped", f"not run on {kind}: {why}")
         except Exception as err:  # any failure on one device is reported, and the others still run
             errors[kind] = err
             statuses[kind] = "failed"

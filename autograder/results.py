@@ -130,7 +130,7 @@ def device_rows(cell: CellResult, markers: dict[str, dict]) -> list[CellResult]:
             message = message or f"not run: this runtime has no {kind}"
         elif cell.status == "passed":
             status, message = "passed", ""
-        elif kind == "cpu" and status == "failed" or not explained:
+        elif (kind == "cpu" and status == "failed") or not explained:
             status = cell.status  # the cell's own exception came from the CPU (or is unexplained)
             message = cell.message if cell.message.startswith(f"on {kind}") else f"on {kind}: {cell.message}"
         elif status == "failed":

@@ -93,11 +93,13 @@ def _absence(kind: str, framework: str) -> str:
 
 
 def _emit(kind: str, status: str, message: str = "") -> None:
+    """Print one marker line; flushed at once so that a later crash or timeout cannot lose it."""
     record = {"device": kind, "status": status, "message": message[:MAX_MESSAGE]}
     print(MARKER + json.dumps(record), flush=True)
 
 
 def _describe(kind: str, err: Exception) -> str:
+    """A failure's message prefixed with the device, so a student knows where their code broke."""
     text = str(err).strip()
     if isinstance(err, AssertionError):
         return f"on {kind}: {text or 'a check failed'}"

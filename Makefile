@@ -10,7 +10,7 @@ WORKERS     ?= $(shell nproc 2>/dev/null || echo 2)
 GRADE_FLAGS ?=
 DEVICES     ?= auto
 
-.PHONY: venv release grade demo test clean
+.PHONY: venv release publish grade demo test bench clean
 
 venv: $(VENV)/.installed
 
@@ -26,6 +26,10 @@ $(VENV)/.installed: pyproject.toml
 release: venv
 	$(PY) -m autograder.release
 
+## Copy the release and the helper package into a checkout of the student repository: make publish DEST=<dir>
+publish: release
+	$(PY) -m autograder.publish "$(DEST)"
+
 ## Grade a class: make grade SUBMISSIONS=<dir>/<student>/<assignment>/*.ipynb OUT=<dir> [WORKERS=n] [DEVICES=auto|cpu,cuda|...]
 grade: release
 	$(PY) -m autograder.grade "$(SUBMISSIONS)" "$(OUT)" --workers $(WORKERS) --devices "$(DEVICES)" $(GRADE_FLAGS)
@@ -36,6 +40,10 @@ demo: release
 
 test: venv
 	$(PY) -m pytest
+
+## Stock sequential nbgrader vs the kit on the same 24 submissions; writes bench/results.md (~15 min)
+bench: release
+	$(PY) -m bench.grading --workers $(WORKERS)
 
 clean:
 	rm -rf build

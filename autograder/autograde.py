@@ -15,7 +15,7 @@ from nbgrader.converters import Autograde
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.utils import capture_log
 
-from . import sandbox
+from . import sandbox, warm
 from .course import nbgrader_config
 from .intake import Submission
 from .limits import Limits, kill_descendants
@@ -75,7 +75,7 @@ def run_autograde(workspace: Workspace, limits: Limits, hide: list[Path]) -> tup
     try:
         result = capture_log(app)
     finally:
-        kill_descendants()
+        kill_descendants(spare=warm.spared())  # the zygote serves the next submission
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
     return bool(result["success"]), result.get("log", "") + result.get("error", "")

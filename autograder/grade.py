@@ -6,7 +6,10 @@ its own workspace (several at once), and writes into OUT:
   results.csv     one row per test cell and device with status passed/failed/error/timeout/skipped and a message
   feedback/<student>/<assignment>/feedback.html   what the student may see (no test source)
   autograded/<student>/<assignment>/              the executed notebooks, for the TA only
-  logs/           nbgrader's log for every submission whose grading failed
+  timings.csv     seconds each submission graded in this run took, and how many of them its cells ran
+  logs/           nbgrader's log for every submission whose grading failed, and each worker's log
+  gradebook.db, source/, submitted/   the class gradebook: OUT is an nbgrader course directory,
+                  so `nbgrader formgrader` and `nbgrader export` work on it
 A submission that cannot be graded costs its student the points and the TA nothing: it gets
 error rows with the reason, and the rest of the class is graded.
 """
@@ -18,45 +21,46 @@ import contextlib
 import os
 import shutil
 import sys
-import warnings
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from multiprocessing import get_context
+import time
 from pathlib import Path
 
 from dlkit.devices import DEVICES_ENV, resolve_devices
 from tqdm.auto import tqdm
 
-from . import resume, sandbox
+from . import resume, sandbox, warm
 from .autograde import prepare_workspace, run_autograde
 from .course import BUILD, RELEASE, assignments
+from .engines import ENGINES, dask_engine, local_engine
 from .feedback import write_feedback
+from .gradebook import class_db_url, lay_out_course, write_class_gradebook
 from .intake import Submission, discover
-from .limits import Limits, apply_process_limits, become_subreaper, kill_descendants
+from .limits import Limits, become_subreaper, kill_descendants
 from .release import build_release
-from .report import grade_table, write_csvs
-from .results import CellResult, collect, autograded_cells
+from .report import Timing, grade_table, write_csvs, write_timings
+from .results import CellResult, autograded_cells, collect, execution_seconds
 
 
-def init_worker(log_dir: Path, limits: Limits) -> None:
-    """Prepare a grading worker: limits every kernel it starts inherits, and its own output to a log file."""
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log = open(log_dir / f"worker-{os.getpid()}.log", "ab", buffering=0)
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-        os.dup2(log.fileno(), stream.fileno())
-    warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy chatter inside nbgrader
-    for problem in apply_process_limits(limits):
-        print(f"WARNING: {problem}", file=sys.stderr)
+def grade_submission(submission: Submission, out: Path, limits: Limits, warm_kernels: bool = True
+                     ) -> tuple[list[CellResult], Timing]:
+    """Autograde one vetted submission (runs in a worker process); return its rows and where the time went.
 
-
-def grade_submission(submission: Submission, out: Path, limits: Limits) -> list[CellResult]:
-    """Autograde one vetted submission (runs in a worker process) and return its rows."""
+    With `warm_kernels`, the kernel is forked from this worker's zygote for the assignment
+    (autograder/warm.py), which imported the notebook's libraries once for all its submissions.
+    """
+    started = time.perf_counter()
     workspace = prepare_workspace(submission, BUILD, out / ".work")
     source = workspace.root / "source" / submission.assignment / f"{submission.assignment}.ipynb"
+    if warm_kernels:
+        try:
+            warm.activate(warm.preload_modules(source))
+        except warm.ZygoteError as err:
+            print(f"WARNING: cold kernel for {submission.student}/{submission.assignment}: {err}", file=sys.stderr)
     class_folder = submission.notebook.resolve().parents[2]  # <class>/<student>/<assignment>/<file>
     success, log = run_autograde(workspace, limits, hide=[out, class_folder])
     rows = collect(workspace, source, success, log)
+    executing = 0.0
     if workspace.autograded_notebook.exists():
+        executing = execution_seconds(workspace.autograded_notebook)
         keep = out / "autograded" / submission.student / submission.assignment
         keep.mkdir(parents=True, exist_ok=True)
         shutil.copy2(workspace.autograded_notebook, keep)
@@ -64,7 +68,7 @@ def grade_submission(submission: Submission, out: Path, limits: Limits) -> list[
         (out / "logs").mkdir(exist_ok=True)
         (out / "logs" / f"{submission.student}--{submission.assignment}.log").write_text(log, encoding="utf-8")
     shutil.rmtree(workspace.root, ignore_errors=True)
-    return rows
+    return rows, Timing(submission.student, submission.assignment, time.perf_counter() - started, executing)
 
 
 def problem_rows(submission: Submission) -> list[CellResult]:
@@ -80,13 +84,20 @@ def blank_submissions() -> list[Submission]:
     return [Submission("blank", name, RELEASE / name / f"{name}.ipynb") for name in assignments()]
 
 
-def grade_class(submissions: list[Submission], out: Path, workers: int, limits: Limits = Limits()) -> list[CellResult]:
-    """Grade every submission not graded before, `workers` at a time, with a progress bar; write CSVs and feedback.
+def grade_class(submissions: list[Submission], out: Path, workers: int, limits: Limits = Limits(),
+                warm_kernels: bool = True, db_url: str | None = None, engine: str = "local",
+                scheduler: str | None = None) -> list[CellResult]:
+    """Grade every submission not graded before, `workers` at a time, with a progress bar; write CSVs,
+    feedback and the class gradebook (`db_url`, by default OUT/gradebook.db).
 
     Results of earlier runs are reused while the submission, source and limits are unchanged
     (see resume.py). On Ctrl-C the workers and every kernel are stopped, and the same command resumes.
+    Submissions are handed out assignment by assignment, so each worker's zygote (warm.py) serves
+    many submissions before the next assignment needs other libraries. `engine` "dask" grades on a
+    Dask cluster (engines.py): a local one, or the one at `scheduler`.
     """
     rows: list[CellResult] = []
+    timings: list[Timing] = []
     todo = []
     for s in submissions:
         if s.problem is not None:
@@ -95,6 +106,7 @@ def grade_class(submissions: list[Submission], out: Path, workers: int, limits: 
             rows.extend(stored)
         else:
             todo.append(s)
+    todo.sort(key=lambda s: (s.assignment, s.student))
     if len(todo) < len(submissions):
         print(f"{len(submissions) - len(todo)} submissions already graded or ungradable; grading {len(todo)}",
               file=sys.stderr)
@@ -104,33 +116,38 @@ def grade_class(submissions: list[Submission], out: Path, workers: int, limits: 
     threads = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(name, threads)
-    pool = ProcessPoolExecutor(max_workers=max(1, workers), mp_context=get_context("spawn"),
-                               initializer=init_worker, initargs=(out / "logs", limits))
-    try:
-        with tqdm(total=len(todo), unit="submission", desc="grading", file=sys.stderr) as progress:
-            futures = {pool.submit(grade_submission, s, out, limits): s for s in todo}
-            for future in as_completed(futures):
-                s = futures[future]
-                try:
-                    graded = future.result()
-                    resume.save(out, s, limits, graded)
-                except Exception as err:  # a worker that died must not lose the rest of the class
-                    graded = problem_rows(Submission(s.student, s.assignment, s.notebook,
-                                                     f"grading crashed: {type(err).__name__}: {err}"))
-                rows.extend(graded)
-                progress.set_postfix_str(f"{s.student}/{s.assignment}")
-                progress.update()
-    except KeyboardInterrupt:
-        pool.shutdown(wait=False, cancel_futures=True)
-        kill_descendants()
-        print(f"\ninterrupted: results so far are kept in {out}/.done; run the same command to finish",
-              file=sys.stderr)
-        raise
-    pool.shutdown()
+    start_engine = dask_engine if engine == "dask" else local_engine
+    extra = {"scheduler": scheduler} if engine == "dask" else {}
+    with start_engine(workers, out / "logs", limits, **extra) as pool:
+        try:
+            with tqdm(total=len(todo), unit="submission", desc="grading", file=sys.stderr) as progress:
+                futures = {pool.submit(grade_submission, s, out, limits, warm_kernels): s for s in todo}
+                for future in pool.as_completed(futures):
+                    s = futures[future]
+                    try:
+                        graded, timing = future.result()
+                        timings.append(timing)
+                        resume.save(out, s, limits, graded)
+                    except Exception as err:  # a worker that died must not lose the rest of the class
+                        graded = problem_rows(Submission(s.student, s.assignment, s.notebook,
+                                                         f"grading crashed: {type(err).__name__}: {err}"))
+                    rows.extend(graded)
+                    progress.set_postfix_str(f"{s.student}/{s.assignment}")
+                    progress.update()
+        except KeyboardInterrupt:
+            pool.abort()
+            kill_descendants()
+            print(f"\ninterrupted: results so far are kept in {out}/.done; run the same command to finish",
+                  file=sys.stderr)
+            raise
     shutil.rmtree(out / ".work", ignore_errors=True)
     for student, assignment in sorted({(r.student_id, r.assignment) for r in rows}):
         write_feedback(out, student, assignment, [r for r in rows if (r.student_id, r.assignment) == (student, assignment)])
     write_csvs(out, rows)
+    if timings:
+        write_timings(out, timings)
+    lay_out_course(out, submissions)
+    write_class_gradebook(db_url or class_db_url(out), rows)
     return rows
 
 
@@ -148,6 +165,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cell-timeout", type=int, default=defaults.cell_timeout, help="seconds per cell")
     parser.add_argument("--notebook-timeout", type=int, default=defaults.notebook_timeout, help="seconds per notebook")
     parser.add_argument("--memory-gb", type=float, default=defaults.memory_bytes / 2**30, help="memory per submission")
+    parser.add_argument("--cold-kernels", action="store_true",
+                        help="start every kernel from scratch instead of forking it from a warm zygote")
+    parser.add_argument("--engine", choices=ENGINES, default="local",
+                        help="local worker processes, or a Dask cluster (local unless --scheduler is given)")
+    parser.add_argument("--scheduler", default=None, help="address of a running Dask scheduler (with --engine dask)")
+    parser.add_argument("--db-url", default=None,
+                        help="class gradebook (SQLAlchemy URL, e.g. postgresql://...); default: sqlite in OUT")
     args = parser.parse_args(argv)
     limits = Limits(cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout,
                     memory_bytes=int(args.memory_gb * 2**30))
@@ -188,11 +212,14 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.suppress(OSError, AttributeError):  # Linux only; elsewhere Ctrl-C may leave kernels behind
         become_subreaper()  # so that on Ctrl-C no kernel outlives the run, even one a worker left behind
     try:
-        rows = grade_class(submissions, args.out.resolve(), args.workers, limits)
+        rows = grade_class(submissions, args.out.resolve(), args.workers, limits,
+                           warm_kernels=not args.cold_kernels, db_url=args.db_url, engine=args.engine,
+                           scheduler=args.scheduler)
     except KeyboardInterrupt:
         return 130
     print(grade_table(rows))
-    print(f"\nwrote {args.out}/grades.csv, results.csv and feedback/ for {len(submissions)} submissions")
+    print(f"\nwrote {args.out}/grades.csv, results.csv, feedback/ and the class gradebook for "
+          f"{len(submissions)} submissions")
     return 0
 
 

@@ -8,15 +8,17 @@ from pathlib import Path
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import List, Unicode
 
-from . import sandbox
+from . import sandbox, warm
 
 
 class SandboxedKernelManager(AsyncKernelManager):
-    """Start the kernel through autograder.sandbox when `sandbox_workdir` is set.
+    """Start the kernel through autograder.sandbox when `sandbox_workdir` is set, forked from a warm zygote if any.
 
     The kernel then lives in its own network namespace, so it talks to the grader over IPC
     sockets in its working folder instead of TCP, and runs as an unprivileged user, so the
-    connection file is handed to that user.
+    connection file is handed to that user. When this process has an active zygote
+    (autograder.warm), the kernel is forked from it instead of started from scratch; should
+    that fail, it starts cold.
     """
 
     sandbox_workdir = Unicode("", help="The sandboxed kernel's own folder; empty: no sandbox.").tag(config=True)
@@ -31,14 +33,33 @@ class SandboxedKernelManager(AsyncKernelManager):
             self.ip = str(workdir / "kernel")
             self.connection_file = str(workdir / "kernel.json")
 
+    def _sandbox_spec(self) -> Path:
+        return sandbox.write_spec(Path(self.sandbox_workdir), [Path(p) for p in self.sandbox_hide],
+                                  [Path(p) for p in self.sandbox_keep])
+
     def format_kernel_cmd(self, extra_arguments=None) -> list[str]:
         cmd = super().format_kernel_cmd(extra_arguments)
         if not self.sandbox_workdir:
             return cmd
-        return sandbox.wrap(cmd, Path(self.sandbox_workdir), [Path(p) for p in self.sandbox_hide],
-                            [Path(p) for p in self.sandbox_keep])
+        return sandbox.wrap(cmd, self._sandbox_spec())
 
     def write_connection_file(self, **kwargs) -> None:
         super().write_connection_file(**kwargs)
         if self.sandbox_workdir:
             os.chown(self.connection_file, sandbox.SANDBOX_UID, sandbox.SANDBOX_GID)
+
+    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
+        zygote = warm.active()
+        if zygote is not None:
+            spec = str(self._sandbox_spec()) if self.sandbox_workdir else None
+            try:
+                env = dict(kw.get("env") or os.environ, JPY_PARENT_PID=str(os.getpid()))  # as launch_kernel sets it
+                process = zygote.fork_kernel(self.connection_file, env, kw.get("cwd"), spec)
+            except warm.ZygoteError as err:
+                self.log.warning("starting a cold kernel: %s", err)
+            else:
+                self.provisioner.process = process
+                self.provisioner.pid = self.provisioner.pgid = process.pid
+                self._reconcile_connection_info(self.provisioner.connection_info)
+                return
+        await super()._async_launch_kernel(kernel_cmd, **kw)

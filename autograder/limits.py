@@ -70,13 +70,16 @@ def child_pids(pid: int) -> list[int]:
     return children
 
 
-def kill_descendants(grace: float = 0.5) -> int:
-    """SIGKILL every process below this one (kernels and whatever they left); return how many."""
+def kill_descendants(grace: float = 0.5, spare: set[int] = frozenset()) -> int:
+    """SIGKILL every process below this one (kernels and whatever they left), except `spare` and
+    what runs below them; return how many were killed."""
     killed = 0
     for _ in range(5):  # a dying process can re-parent its own children to us: repeat until none
         todo, found = [os.getpid()], []
         while todo:
             for child in child_pids(todo.pop()):
+                if child in spare:
+                    continue
                 found.append(child)
                 todo.append(child)
         if not found:
@@ -87,11 +90,19 @@ def kill_descendants(grace: float = 0.5) -> int:
                 killed += 1
             except ProcessLookupError:
                 pass
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            try:
-                if os.waitpid(-1, os.WNOHANG) == (0, 0):
-                    time.sleep(0.02)
-            except ChildProcessError:
-                break
+        _reap(set(found), time.monotonic() + grace)
     return killed
+
+
+def _reap(pids: set[int], deadline: float) -> None:
+    """Collect the exit of each killed child in `pids`; those that are not our children vanish with their parent."""
+    while pids and time.monotonic() < deadline:
+        for pid in list(pids):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    pids.discard(pid)
+            except ChildProcessError:
+                if not Path(f"/proc/{pid}").exists():
+                    pids.discard(pid)
+        if pids:
+            time.sleep(0.02)

@@ -8,13 +8,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # so nbgrader can import autograder.*
 
+from autograder.colab_setup import AddColabSetup  # noqa: E402
 from autograder.limits import Limits  # noqa: E402
 from autograder.preprocessors import (GuardedExecute, GuardTests, KeepWarningsFromCostingPoints,  # noqa: E402
                                       RestoreMissingCells)
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput,  # noqa: E402
-                                    DeduplicateIds, IgnorePattern, LimitOutput, OverwriteCells,
-                                    OverwriteKernelspec, SaveAutoGrades)
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests,  # noqa: E402
+                                    ClearMarkScheme, ClearOutput, ClearSolutions, ComputeChecksums,
+                                    DeduplicateIds, IgnorePattern, IncludeHeaderFooter, InstantiateTests,
+                                    LimitOutput, LockCells, OverwriteCells, OverwriteKernelspec,
+                                    SaveAutoGrades, SaveCells)
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
@@ -22,6 +25,24 @@ c.CourseDirectory.course_id = "dl-hwsw"
 
 # What a student finds in place of each solution.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+
+# The release: nbgrader's own steps, after AddColabSetup has put the Open-in-Colab link and the
+# locked setup cell on top (so SaveCells records the setup cell and grading restores it if edited).
+c.GenerateAssignment.preprocessors = [
+    AddColabSetup,
+    IncludeHeaderFooter,
+    InstantiateTests,
+    LockCells,
+    ClearSolutions,
+    ClearOutput,
+    CheckCellMetadata,
+    ComputeChecksums,
+    SaveCells,
+    ClearHiddenTests,
+    ClearMarkScheme,
+    ComputeChecksums,
+    CheckCellMetadata,
+]
 
 # Time limits while grading (defaults in autograder/limits.py; `make grade` flags override them).
 # The notebooks' slowest cells take a few seconds on a 2-core CPU; an infinite loop stops here.

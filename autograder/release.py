@@ -6,6 +6,10 @@ replaced by stubs and hidden tests removed. The gradebook nbgrader writes alongs
 (build/gradebook.db) records every test cell, hidden tests included, and is the template each
 grading workspace starts from.
 
+The release also gets the TA's Colab grading notebook (release/colab_grade.ipynb, see
+ta_notebook.py); every release notebook opens with an Open-in-Colab link and a setup cell
+(colab_setup.py), both addressed from [tool.dlkit.publish] in pyproject.toml.
+
 Usage: python -m autograder.release [assignment ...]
 """
 
@@ -19,6 +23,7 @@ from nbgrader.converters import GenerateAssignment
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.utils import capture_log
 
+from . import publish, ta_notebook
 from .course import BUILD, assignments, nbgrader_config
 
 
@@ -63,6 +68,7 @@ def build_release(names: list[str] | None = None, root: Path = BUILD) -> dict[st
         shutil.rmtree(root / "release" / name, ignore_errors=True)
         generate(name, root)
         released[name] = root / "release" / name / f"{name}.ipynb"
+    ta_notebook.write_release_copy(publish.load(), root / "release")
     return released
 
 
@@ -74,6 +80,9 @@ def main(argv: list[str]) -> int:
         return 1
     for name, path in released.items():
         print(f"released {name}: {path.relative_to(BUILD.parent)}")
+    if publish.load().is_placeholder:
+        print("warning: set `github` in [tool.dlkit.publish] of pyproject.toml: the release's Colab links and "
+              "pip installs point at a placeholder repository", file=sys.stderr)
     return 0
 
 

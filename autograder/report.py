@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from dlkit.devices import KNOWN_KINDS
@@ -11,6 +12,30 @@ from dlkit.devices import KNOWN_KINDS
 from .results import CellResult, cell_scores
 
 GRADE_COLUMNS = ["student_id", "assignment", "score", "max_score", "devices", "skipped_devices"]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Where one submission's grading time went: its cells, and everything else (the overhead)."""
+
+    student_id: str
+    assignment: str
+    seconds: float            # wall time in the worker, from workspace to rows
+    executing_seconds: float  # time the kernel spent running cells
+
+    @property
+    def overhead_seconds(self) -> float:
+        return self.seconds - self.executing_seconds
+
+
+def write_timings(out: Path, timings: list[Timing]) -> None:
+    """OUT/timings.csv: a TA finds the slow submissions; `make bench` reads the overhead from it."""
+    with open(out / "timings.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student_id", "assignment", "seconds", "executing_seconds", "overhead_seconds"])
+        for t in sorted(timings, key=lambda t: (t.student_id, t.assignment)):
+            writer.writerow([t.student_id, t.assignment, f"{t.seconds:.3f}", f"{t.executing_seconds:.3f}",
+                             f"{t.overhead_seconds:.3f}"])
 
 
 def totals(rows: list[CellResult]) -> dict[tuple[str, str], tuple[float, float]]:

@@ -190,6 +190,20 @@ def collect(workspace: Workspace, source: Path, success: bool, log: str) -> list
     return rows
 
 
+def execution_seconds(notebook: Path) -> float:
+    """Seconds the kernel spent running the notebook's cells, from the timings nbclient records in each cell."""
+    from datetime import datetime
+
+    total = 0.0
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        stamps = cell.get("metadata", {}).get("execution", {})
+        start, end = stamps.get("iopub.execute_input"), stamps.get("shell.execute_reply")
+        if start and end:
+            total += (datetime.fromisoformat(end.replace("Z", "+00:00"))
+                      - datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
+    return total
+
+
 def last_error_line(log: str) -> str:
     """The most telling line of an nbgrader log: its last error, else its last line."""
     lines = [line.strip() for line in log.splitlines() if line.strip()]

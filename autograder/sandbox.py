@@ -29,7 +29,8 @@ from functools import lru_cache
 from pathlib import Path
 
 SANDBOX_UID = SANDBOX_GID = 65534  # "nobody"
-_MS_BIND, _MS_REC = 4096, 16384
+_MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
+_CLONE_NEWNS, _CLONE_NEWNET = 0x00020000, 0x40000000
 _PR_SET_NO_NEW_PRIVS = 38
 
 
@@ -48,12 +49,17 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def wrap(kernel_cmd: list[str], workdir: Path, hide: list[Path], keep: list[Path]) -> list[str]:
-    """The command that runs `kernel_cmd` sandboxed; its spec is written into the workdir, readable by root only."""
+def write_spec(workdir: Path, hide: list[Path], keep: list[Path]) -> Path:
+    """Write what the sandbox hides and keeps into the workdir, readable by root only; return its path."""
     spec = workdir / ".sandbox.json"
     spec.write_text(json.dumps({"workdir": str(workdir), "hide": [str(p) for p in hide],
                                 "keep": [str(p) for p in keep]}))
     spec.chmod(0o600)
+    return spec
+
+
+def wrap(kernel_cmd: list[str], spec: Path) -> list[str]:
+    """The command that runs `kernel_cmd` in new namespaces, sandboxed as `spec` says."""
     return ["unshare", "--mount", "--net", "--fork", "--", sys.executable, str(Path(__file__).resolve()), str(spec),
             "--", *kernel_cmd]
 
@@ -67,8 +73,17 @@ def default_keep() -> list[Path]:
 def default_hide() -> list[Path]:
     """What no kernel may see: instructor sources, grader, build products, history."""
     repo = Path(__file__).resolve().parent.parent
-    return [repo / "notebooks", repo / "autograder", repo / "build", repo / ".git", repo / "tests",
+    return [repo / "notebooks", repo / "autograder", repo / "build", *git_dirs(repo), repo / "tests",
             Path(tempfile.gettempdir())]
+
+
+def git_dirs(repo: Path) -> list[Path]:
+    """Where the repository's history lives: .git, and in a `git worktree` also the main .git its file points to."""
+    dot_git = repo / ".git"
+    if not dot_git.is_file():
+        return [dot_git]
+    gitdir = Path(dot_git.read_text().partition("gitdir:")[2].strip())  # <main>/.git/worktrees/<name>
+    return [dot_git, (repo / gitdir).resolve().parent.parent]
 
 
 def make_workdir() -> Path:
@@ -111,7 +126,7 @@ def _enter(spec: dict) -> None:
             continue
         if path.is_dir():
             _mount("tmpfs", str(path), "tmpfs", 0, "size=64k,mode=0755")
-        else:  # e.g. the .git file of a git worktree: an empty file over it
+        else:  # a file, such as a worktree's .git
             _mount("/dev/null", str(path), None, _MS_BIND, None)
     for path, fd in handles.items():
         if any(parent in hide for parent in [path, *path.parents]):
@@ -126,16 +141,32 @@ def _enter(spec: dict) -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
 
 
-def main(argv: list[str]) -> None:
-    spec_path, sep, *kernel_cmd = argv
-    assert sep == "--" and kernel_cmd, "usage: python -m autograder.sandbox SPEC.json -- KERNEL COMMAND"
+def unshare_namespaces() -> None:
+    """Move this (single-threaded, root) process into new mount and network namespaces, as `unshare` would.
+
+    Used where the kernel is forked rather than started through the `unshare` command (see zygote.py).
+    Mounts are made private first, so nothing mounted here shows up outside.
+    """
+    if _libc().unshare(_CLONE_NEWNS | _CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"unshare: {os.strerror(err)}")
+    _mount("none", "/", None, _MS_REC | _MS_PRIVATE, None)
+
+
+def enter(spec_path: str) -> dict[str, str]:
+    """Sandbox this process as the spec file says (steps 1-4), move into its workdir; return the kernel's environment."""
     spec = json.loads(Path(spec_path).read_text())
     _enter(spec)
     workdir = spec["workdir"]
     os.chdir(workdir)
-    env = dict(os.environ, HOME=workdir, TMPDIR=workdir, IPYTHONDIR=f"{workdir}/.ipython",
-               MPLCONFIGDIR=f"{workdir}/.matplotlib", XDG_CACHE_HOME=f"{workdir}/.cache")
-    os.execvpe(kernel_cmd[0], kernel_cmd, env)
+    return dict(os.environ, HOME=workdir, TMPDIR=workdir, IPYTHONDIR=f"{workdir}/.ipython",
+                MPLCONFIGDIR=f"{workdir}/.matplotlib", XDG_CACHE_HOME=f"{workdir}/.cache")
+
+
+def main(argv: list[str]) -> None:
+    spec_path, sep, *kernel_cmd = argv
+    assert sep == "--" and kernel_cmd, "usage: python -m autograder.sandbox SPEC.json -- KERNEL COMMAND"
+    os.execvpe(kernel_cmd[0], kernel_cmd, enter(spec_path))
 
 
 if __name__ == "__main__":

@@ -62,6 +62,16 @@ def test_seed_everything_repeats_python_numpy_and_torch():
     assert draw() != first
 
 
+def test_benchmark_measures_briefly_while_nbgrader_autogrades(monkeypatch):
+    calls = []
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    assert dlkit.grading()
+    timing = dlkit.benchmark(lambda: calls.append(1), warmup=3, repeats=7, number=10)
+    assert len(calls) == 1 + 3 and len(timing.times) == 3
+    monkeypatch.setenv("NBGRADER_EXECUTION", "validate")
+    assert not dlkit.grading()
+
+
 def test_benchmark_warms_up_and_reports_the_median():
     calls = []
     timing = dlkit.benchmark(lambda: calls.append(1), warmup=3, repeats=5, number=2, device="cpu")

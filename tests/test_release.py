@@ -1,11 +1,18 @@
-"""The student release, built by nbgrader: no solution and no hidden test reaches it."""
+"""The student release, built by nbgrader: no solution and no hidden test reaches it; Colab link and setup cell on top."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import nbformat
 import pytest
+from nbclient import NotebookClient
+from nbgrader.api import Gradebook
 
-from autograder.course import assignments
+from autograder import colab_setup, publish, ta_notebook
+from autograder.course import BUILD, assignments
 
 BLOCKS = {"solution": ("### BEGIN SOLUTION", "### END SOLUTION"),
           "hidden test": ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")}
@@ -55,3 +62,70 @@ def test_release_keeps_every_exercise_and_test_cell(release, name):
     for cell in student.cells:
         if cell.metadata.get("nbgrader", {}).get("solution"):
             assert "raise NotImplementedError()" in cell.source, cell.metadata["nbgrader"]["grade_id"]
+
+
+@pytest.mark.parametrize("name", list(assignments()))
+def test_release_opens_with_the_colab_link_and_the_locked_setup_cell(release, name):
+    where = publish.load()
+    source = nbformat.read(assignments()[name], as_version=4)
+    student = nbformat.read(release[name], as_version=4)
+    link, setup = student.cells[0], student.cells[1]
+    assert link.cell_type == "markdown" and where.colab_url(f"{name}/{name}.ipynb") in link.source
+    assert "Restart session and run all" in link.source, "students are told how to run the visible checks in Colab"
+    assert setup.cell_type == "code" and setup.source == colab_setup.setup_cell(where.pip, wants(source)).source
+    meta = setup.metadata["nbgrader"]
+    assert meta["grade_id"] == colab_setup.SETUP_GRADE_ID and meta["locked"] and not meta["grade"]
+    assert not meta["solution"] and setup.metadata.get("editable") is False
+    assert student.cells[2].id == source.cells[0].id, "the source's own cells follow unchanged"
+    assert student.metadata.get("accelerator") == {"cpu": None, "gpu": "GPU", "tpu": "TPU"}[wants(source)]
+
+
+def wants(source) -> str:
+    return colab_setup.wanted_accelerator(source)
+
+
+def test_notebooks_that_measure_accelerators_ask_for_a_gpu():
+    asked = {name: wants(nbformat.read(path, as_version=4)) for name, path in assignments().items()}
+    assert {name for name, kind in asked.items() if kind == "gpu"} >= {"01_tensors", "08_data_parallel"}
+
+
+def test_setup_cell_runs_cleanly_in_a_kernel_and_reports_the_runtime(release):
+    """Every notebook's setup cell, run in a real kernel of this environment, where dlkit is installed."""
+    sources = [nbformat.read(path, as_version=4).cells[1].source for path in release.values()]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources],
+                                  metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                           "language": "python"}})
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    for cell in nb.cells:
+        text = "".join(o.get("text", "") for o in cell.outputs)
+        assert not [o for o in cell.outputs if o.output_type == "error"], cell.outputs
+        assert "devices: CPU" in text and "installing" not in text, text
+        assert "GPU" in text if "wants='gpu'" in cell.source else "needs no accelerator" in text, text
+
+
+def test_setup_cell_without_dlkit_and_without_a_reachable_index_never_fails(release, tmp_path):
+    """Where dlkit is missing and pip cannot get it, the cell explains what to do and does not raise."""
+    source = nbformat.read(release["01_tensors"], as_version=4).cells[1].source
+    source = source.replace(publish.load().pip, str(tmp_path / "no-such-package"))
+    script = "import sys\nsys.modules['dlkit'] = None  # import dlkit raises ImportError\n" + source
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    assert done.returncode == 0, done.stderr
+    assert "could not install dlkit" in done.stdout and "!pip install" in done.stdout, done.stdout
+
+
+def test_ta_notebook_in_the_release_has_the_configured_repository(release):
+    nb = nbformat.read(release["01_tensors"].parent.parent / ta_notebook.NAME, as_version=4)
+    where = publish.load()
+    params = ta_notebook.parameters_cell(nb).source
+    assert f'KIT_REPO = "{where.git_url}"' in params and f'KIT_BRANCH = "{where.branch}"' in params
+    assert where.colab_url(ta_notebook.NAME) in nb.cells[0].source
+
+
+def test_gradebook_knows_the_setup_cell_so_grading_restores_an_edited_one(release):
+    where = publish.load()
+    with Gradebook(f"sqlite:///{BUILD / 'gradebook.db'}") as gb:
+        for name in release:
+            cell = gb.find_source_cell(colab_setup.SETUP_GRADE_ID, name, name)
+            expected = colab_setup.setup_cell(where.pip, wants(nbformat.read(assignments()[name], as_version=4)))
+            assert cell.locked and cell.source == expected.source

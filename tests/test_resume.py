@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from nbgrader.api import Gradebook
 
 from autograder.course import REPO
 from autograder.samples import SUBMISSIONS
@@ -67,3 +68,6 @@ def test_interrupted_grading_resumes_without_loss_or_double_counting(release, tm
     assert {r["student_id"] for r in rows} == set(STUDENTS)
     scores = {g["student_id"]: float(g["score"]) for g in read_csv(out / "grades.csv")}
     assert scores == {"reference": 12.0, "buggy_fma": 11.0, "buggy_pool_zero": 11.0}, [r["message"] for r in rows if r["status"] != "passed"][:3]
+    with Gradebook(f"sqlite:///{out / 'gradebook.db'}") as gb:  # the class gradebook: each submission once
+        recorded = {(s.student.id, s.assignment.name): s.score for s in gb.assignment_submissions("01_tensors")}
+    assert recorded == {(student, "01_tensors"): score for student, score in scores.items()}

@@ -4,7 +4,7 @@ Plain functions, each in a small module: devices, seeding, benchmarking, checks,
 Importing dlkit is cheap: torch and TensorFlow are imported only by the functions that need them.
 """
 
-from .bench import Timing, benchmark
+from .bench import Timing, benchmark, grading
 from .checks import assert_close, assert_same_placement, rel_error, tolerances_for
 from .convert import to_numpy
 from .datasets import data_file
@@ -14,13 +14,14 @@ from .ondevice import SkipDevice, check_on_devices
 from .launch import LaunchTimeout, WorkerError, free_port, launch
 from .hardware import cpu_peak_flops, device_name, device_peak_flops, gpu_peak_flops
 from .plots import bar_plot, line_plot
+from .runtime import report_runtime
 from .seeding import seed_everything
 
 __all__ = [
-    "Timing", "benchmark", "assert_close", "assert_same_placement", "rel_error", "tolerances_for",
+    "Timing", "benchmark", "grading", "assert_close", "assert_same_placement", "rel_error", "tolerances_for",
     "to_numpy", "data_file", "as_torch_device", "default_device", "is_colab", "synchronize", "test_devices",
     "check_on_devices", "SkipDevice", "has_float64", "tf_devices", "torch_devices", "cpu_peak_flops", "device_name", "device_peak_flops",
     "gpu_peak_flops", "bar_plot", "line_plot", "seed_everything",
-    "launch", "free_port", "WorkerError", "LaunchTimeout",
+    "launch", "free_port", "WorkerError", "LaunchTimeout", "report_runtime",
 ]
 __version__ = "0.1.0"

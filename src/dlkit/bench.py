@@ -6,12 +6,22 @@ memory allocation; timing a single cold call measures neither the steady state n
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 from .devices import synchronize
+
+
+#: nbgrader sets this in the kernel's environment while it autogrades (stock nbgrader and the kit alike).
+GRADING_ENV = "NBGRADER_EXECUTION"
+
+
+def grading() -> bool:
+    """True while nbgrader autogrades this notebook: its measurements must run, but nobody reads them."""
+    return os.environ.get(GRADING_ENV) == "autograde"
 
 
 @dataclass(frozen=True)
@@ -35,10 +45,14 @@ def benchmark(fn: Callable[[], object], *, device=None, warmup: int = 2, repeats
     """Time `fn()`: `warmup` untimed calls, then `repeats` timings of `number` calls each.
 
     `device` (a torch device or kind) is synchronised before the clock starts and after the
-    calls, so asynchronous accelerators are measured for the work they did.
+    calls, so asynchronous accelerators are measured for the work they did. While grading (see
+    `grading`), at most 1 warm-up and 3 repeats of 1 call are made: the code still runs, so a
+    broken measurement still fails, but a class of notebooks is not timed over and over.
     """
     if repeats < 1 or number < 1:
         raise ValueError("repeats and number must be at least 1")
+    if grading():
+        warmup, repeats, number = min(warmup, 1), min(repeats, 3), 1
     for _ in range(warmup):
         fn()
     if device is not None:

@@ -1,0 +1,99 @@
+"""Where submissions are graded: a pool of local worker processes, or a Dask cluster past one machine.
+
+Both engines run the same task (grade.grade_submission) in long-lived worker processes that were
+prepared once (init_worker: resource limits, a log file, child-subreaper), so a worker's warm
+zygote serves many submissions. Results come back to the one process that drives the run, which
+alone writes OUT's CSVs and the class gradebook.
+
+Dask (`--engine dask`): without a scheduler address, a local cluster of `workers` processes;
+with one (`--scheduler tcp://host:8786`), the cluster's workers. Every machine must see the kit
+checkout, the submissions and OUT at the same paths (a shared file system), and its workers must
+run one task at a time (`dask worker ADDRESS --nthreads 1`), since each task owns its worker's
+child processes while it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+from .limits import Limits, apply_process_limits
+
+ENGINES = ("local", "dask")
+
+
+def init_worker(log_dir: Path, limits: Limits, env: dict[str, str] | None = None) -> None:
+    """Prepare a grading worker: limits every kernel it starts inherits, its own output to a log file."""
+    os.environ.update(env or {})
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = open(log_dir / f"worker-{os.uname().nodename}-{os.getpid()}.log", "ab", buffering=0)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+        os.dup2(log.fileno(), stream.fileno())
+    warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy chatter inside nbgrader
+    for problem in apply_process_limits(limits):
+        print(f"WARNING: {problem}", file=sys.stderr)
+
+
+@dataclass
+class Engine:
+    """What grade_class needs from an engine: submit a task, collect finished ones, abandon the rest."""
+
+    submit: Callable[..., Future]
+    as_completed: Callable[[Iterable[Future]], Iterator[Future]]
+    abort: Callable[[], None]
+
+
+@contextmanager
+def local_engine(workers: int, log_dir: Path, limits: Limits) -> Iterator[Engine]:
+    """`workers` spawned processes on this machine."""
+    pool = ProcessPoolExecutor(max_workers=max(1, workers), mp_context=get_context("spawn"),
+                               initializer=init_worker, initargs=(log_dir, limits))
+    try:
+        yield Engine(pool.submit, as_completed, lambda: pool.shutdown(wait=False, cancel_futures=True))
+    finally:
+        pool.shutdown()
+
+
+@contextmanager
+def dask_engine(workers: int, log_dir: Path, limits: Limits, scheduler: str | None = None) -> Iterator[Engine]:
+    """A Dask client: on a local cluster of `workers` single-threaded processes, or on the cluster at `scheduler`."""
+    from distributed import Client, LocalCluster, WorkerPlugin
+    from distributed import as_completed as dask_as_completed
+
+    class PrepareWorker(WorkerPlugin):
+        name = "dl-hwsw-grading"
+
+        def setup(self, worker) -> None:
+            init_worker(log_dir, limits, env)
+
+    env = {k: v for k, v in os.environ.items()
+           if k in ("MPLBACKEND", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "DLKIT_DEVICES")}
+    cluster = None
+    if scheduler is None:
+        cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
+                               memory_limit=0, dashboard_address=None, silence_logs=40)
+    client = Client(cluster or scheduler)
+    try:
+        client.register_plugin(PrepareWorker())
+
+        def submit(fn, *args) -> Future:
+            return client.submit(fn, *args, pure=False)
+
+        def abort() -> None:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+        yield Engine(submit, dask_as_completed, abort)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()

@@ -1,0 +1,177 @@
+"""Warm kernels: pay `import torch, tensorflow` once per grading worker, not once per submission.
+
+A fresh Jupyter kernel spends seconds importing the libraries a notebook uses before any
+student code runs. Each grading worker therefore keeps a zygote (zygote.py): a process that has
+imported the modules an assignment's instructor notebook imports and forks a new kernel for
+every submission. Every kernel is still a fresh process forked from that clean parent, sandboxed
+and limited like a cold one, and nothing one submission does can reach the next.
+
+The worker must be a child subreaper (limits.become_subreaper): the forked kernel's parent exits
+at once, so the kernel is re-parented to the worker, which then waits for and kills it like a
+kernel it started itself (ForkedKernel below stands in for subprocess.Popen).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from dlkit.integrity import GUARDED
+
+from .limits import become_subreaper
+
+ZYGOTE = Path(__file__).resolve().with_name("zygote.py")
+
+#: Imported in every zygote: what any kernel loads to start, the kit's helper package, and what the
+#: grader's own first cell imports (dlkit.integrity snapshots numpy's, torch's and dlkit's checks).
+ALWAYS = ("ipykernel.kernelapp", "ipykernel.ipkernel", "matplotlib_inline.backend_inline", "dlkit",
+          "dlkit.integrity", *GUARDED)
+
+
+class ZygoteError(RuntimeError):
+    """The zygote could not start or fork a kernel; the caller falls back to a cold kernel."""
+
+
+def preload_modules(notebook: Path) -> tuple[str, ...]:
+    """The modules a notebook imports at top level (`import a.b`, `from a.b import c`), plus ALWAYS."""
+    found: list[str] = []
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        if cell.cell_type != "code":
+            continue
+        source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                found.extend(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.append(node.module)
+    return tuple(dict.fromkeys([*ALWAYS, *found]))
+
+
+class ForkedKernel:
+    """The subprocess.Popen methods jupyter_client uses, for a kernel this process adopted rather than started."""
+
+    stdin = stdout = stderr = None
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # not adopted by us after all: judge by /proc
+                if not Path(f"/proc/{self.pid}").exists():
+                    self.returncode = -signal.SIGKILL
+            else:
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"kernel {self.pid}", timeout)
+            time.sleep(0.02)
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+class Zygote:
+    """One zygote process and the modules it preloaded."""
+
+    def __init__(self, modules: tuple[str, ...], start_timeout: float = 300):
+        become_subreaper()
+        self.modules = modules
+        self.process = subprocess.Popen([sys.executable, str(ZYGOTE), *modules], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True, cwd="/")
+        self.loaded = self._read(start_timeout).get("ready", [])
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def _read(self, timeout: float) -> dict:
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        line = self.process.stdout.readline() if ready else ""
+        if not line:
+            self.close()
+            raise ZygoteError("the zygote did not answer" if ready else f"the zygote did not answer in {timeout:g} s")
+        return json.loads(line)
+
+    def fork_kernel(self, connection_file: str, env: dict[str, str], cwd: str | None, sandbox_spec: str | None,
+                    timeout: float = 60) -> ForkedKernel:
+        """A new kernel, forked from the zygote, serving `connection_file`."""
+        request = {"connection_file": connection_file, "env": env, "cwd": cwd, "sandbox_spec": sandbox_spec}
+        try:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+        except OSError as err:
+            self.close()
+            raise ZygoteError(f"the zygote is gone: {err}") from err
+        reply = self._read(timeout)
+        if "pid" not in reply or reply["pid"] <= 0:
+            raise ZygoteError(reply.get("error", "the zygote gave no kernel"))
+        return ForkedKernel(reply["pid"])
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+_active: Zygote | None = None
+
+
+def activate(modules: tuple[str, ...]) -> Zygote:
+    """Make the zygote for `modules` the one kernels of this process fork from, starting it if needed."""
+    global _active
+    if _active is not None and (_active.modules != modules or not _active.alive()):
+        _active.close()
+        _active = None
+    if _active is None:
+        _active = Zygote(modules)
+    return _active
+
+
+def deactivate() -> None:
+    """Stop the zygote (if any): kernels start cold again."""
+    global _active
+    if _active is not None:
+        _active.close()
+        _active = None
+
+
+def active() -> Zygote | None:
+    """The zygote kernels of this process fork from, or None for cold kernels."""
+    return _active if _active is not None and _active.alive() else None
+
+
+def spared() -> set[int]:
+    """Processes clean-up must not kill: the zygote."""
+    return {_active.pid} if _active is not None else set()

@@ -1,0 +1,1 @@
+"""Benchmarks (`make bench`): measured side by side in one run, written to bench/results.md."""

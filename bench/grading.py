@@ -1,0 +1,150 @@
+"""make bench: stock sequential `nbgrader autograde` against the kit, on the same cohort, in one run.
+
+The cohort: for every assignment, the reference and the first buggy samples (correct and wrong
+answers mixed), at least 24 submissions. Both grade it from the same release on this machine,
+assignment by assignment in turn (so a change in the machine's load hits both alike); the scores must agree (bench/stock_nbgrader.py says the one documented
+difference). Written to bench/results.md:
+- wall time of each whole class run, and their ratio (the headline: what a TA waits for);
+- per submission, medians: stock's time (gaps between the autograded files it writes, in
+  order) and the kit's (each worker's wall time per submission, OUT/timings.csv);
+- overhead per submission beyond the notebook's own execution (cell times nbclient records).
+
+Usage: python -m bench.grading [--per-assignment N] [--workers N] [--out bench/results.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from autograder.course import REPO, assignments
+from autograder.intake import discover
+from autograder.release import build_release
+from autograder.results import execution_seconds
+from autograder.samples import SUBMISSIONS, expected_failures
+
+from .stock_nbgrader import grade_with_stock_nbgrader, scores, unexplained_differences
+
+
+def cohort(per_assignment: int) -> dict[str, list[str]]:
+    """{assignment: [students]}: the reference and the first buggy samples of each assignment."""
+    chosen = {}
+    for assignment, samples in sorted(expected_failures().items()):
+        buggy = sorted(s for s, failing in samples.items() if s.startswith("buggy_") and failing)
+        chosen[assignment] = ["reference", *buggy[: per_assignment - 1]]
+    return chosen
+
+
+def stock_per_submission(root: Path) -> list[tuple[float, float]]:
+    """(seconds, executing seconds) per submission of a stock run, from when each autograded notebook was written.
+
+    nbgrader grades one submission after another and writes each autograded notebook when done,
+    so the gap between consecutive files is one submission's time (the first gap, which includes
+    nbgrader's own start, is dropped).
+    """
+    found = []
+    by_assignment: dict[str, list[Path]] = {}
+    for path in root.glob("autograded/*/*/*.ipynb"):
+        by_assignment.setdefault(path.parent.name, []).append(path)
+    for paths in by_assignment.values():
+        paths.sort(key=lambda p: p.stat().st_mtime)
+        for before, after in zip(paths, paths[1:]):
+            found.append((after.stat().st_mtime - before.stat().st_mtime, execution_seconds(after)))
+    return found
+
+
+def kit_per_submission(out: Path) -> list[tuple[float, float]]:
+    with open(out / "timings.csv", newline="", encoding="utf-8") as f:
+        return [(float(r["seconds"]), float(r["executing_seconds"])) for r in csv.DictReader(f)]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def report(n: int, workers: int, stock_wall: float, kit_wall: float, stock_each, kit_each, problems) -> str:
+    stock_overhead = [total - executing for total, executing in stock_each]
+    kit_overhead = [total - executing for total, executing in kit_each]
+    lines = [
+        "# Grading benchmark: stock nbgrader vs the kit",
+        "",
+        f"Measured by `make bench` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
+        f"{os.cpu_count()} cores, {platform.python_version()}, {n} submissions "
+        f"(every assignment's reference and buggy samples), graded by both in one run.",
+        "",
+        "| | stock `nbgrader autograde` (sequential) | kit (`make grade`, warm kernels) |",
+        "|---|---|---|",
+        f"| whole class, wall time | {stock_wall:.1f} s | {kit_wall:.1f} s ({workers} workers) |",
+        f"| per submission, median | {median([t for t, _ in stock_each]):.2f} s | "
+        f"{median([t for t, _ in kit_each]):.2f} s (in one worker) |",
+        f"| overhead beyond the notebook's own execution, median | {median(stock_overhead):.2f} s | "
+        f"{median(kit_overhead):.2f} s |",
+        "",
+        f"**Speed-up: {stock_wall / kit_wall:.1f}x** (stock wall time / kit wall time).",
+        "",
+        "Scores: " + ("identical for every test cell (apart from the documented stderr rule: none differed)."
+                      if not problems else "DIFFER:\n" + "\n".join(f"- {p}" for p in problems)),
+        "",
+        "Stock per-submission times are the gaps between the autograded notebooks nbgrader writes "
+        "(the first of each assignment, which includes nbgrader's start, is left out); the kit's come "
+        "from OUT/timings.csv. Overhead = time per submission minus the time its cells ran "
+        "(nbclient's cell timings). The machine is shared: compare the two columns, not runs on different days.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--per-assignment", type=int, default=3, help="submissions per assignment (>= 3 for 24)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results.md")
+    args = parser.parse_args(argv)
+
+    build_release()
+    chosen = cohort(args.per_assignment)
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        work = Path(tmp)
+        for assignment, students in chosen.items():
+            for student in students:
+                shutil.copytree(SUBMISSIONS / student / assignment, work / "class" / student / assignment)
+        submissions = discover(work / "class", set(assignments()))
+        print(f"benchmarking {len(submissions)} submissions: stock nbgrader first, then the kit", file=sys.stderr)
+
+        stock_wall = kit_wall = 0.0
+        for assignment in chosen:  # interleaved, so a change in the machine's load hits both alike
+            subset = [s for s in submissions if s.assignment == assignment]
+            started = time.perf_counter()
+            grade_with_stock_nbgrader(subset, work / "stock" / assignment)
+            stock_wall += time.perf_counter() - started
+            started = time.perf_counter()
+            proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(work / "class"),
+                                   str(work / "kit" / assignment), "--workers", str(args.workers),
+                                   "--assignments", assignment], cwd=REPO, capture_output=True, text=True)
+            kit_wall += time.perf_counter() - started
+            if proc.returncode != 0:
+                print(proc.stdout + proc.stderr, file=sys.stderr)
+                return 1
+            print(f"{assignment}: stock {stock_wall:.0f} s, kit {kit_wall:.0f} s so far", file=sys.stderr)
+        problems, stock_each, kit_each = [], [], []
+        for assignment in chosen:
+            stock_root, kit_root = work / "stock" / assignment, work / "kit" / assignment
+            problems += unexplained_differences(stock_root, scores(stock_root), scores(kit_root))
+            stock_each += stock_per_submission(stock_root)
+            kit_each += kit_per_submission(kit_root)
+        text = report(len(submissions), args.workers, stock_wall, kit_wall, stock_each, kit_each, problems)
+    args.out.write_text(text)
+    print(text)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

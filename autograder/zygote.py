@@ -22,6 +22,7 @@ import importlib.util
 import json
 import os
 import sys
+import tempfile
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -65,6 +66,7 @@ def become_kernel(request: dict) -> None:
             os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(env)
+        tempfile.tempdir = None  # forget the zygote's temp folder: the kernel's is its own TMPDIR, as in a cold start
         from ipykernel.kernelapp import IPKernelApp
 
         # The app read JPY_PARENT_PID when the zygote imported it; the kernel's parent is the worker.

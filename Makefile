@@ -8,6 +8,7 @@ SUBMISSIONS ?= autograder/submissions
 OUT         ?= build/grades
 WORKERS     ?= $(shell nproc 2>/dev/null || echo 2)
 GRADE_FLAGS ?=
+DEVICES     ?= auto
 
 .PHONY: venv release publish grade demo slides test bench clean
 
@@ -29,9 +30,9 @@ release: venv
 publish: release
 	$(PY) -m autograder.publish "$(DEST)"
 
-## Grade a class: make grade SUBMISSIONS=<dir>/<student>/<assignment>/*.ipynb OUT=<dir> [WORKERS=n]
+## Grade a class: make grade SUBMISSIONS=<dir>/<student>/<assignment>/*.ipynb OUT=<dir> [WORKERS=n] [DEVICES=auto|cpu,cuda|...]
 grade: release
-	$(PY) -m autograder.grade "$(SUBMISSIONS)" "$(OUT)" --workers $(WORKERS) $(GRADE_FLAGS)
+	$(PY) -m autograder.grade "$(SUBMISSIONS)" "$(OUT)" --workers $(WORKERS) --devices "$(DEVICES)" $(GRADE_FLAGS)
 
 ## Release, then grade the bundled sample submissions plus the blank release, and print the table
 demo: release

@@ -1,5 +1,9 @@
 """Per-student feedback: each test's name, points, status and failure message, nothing more.
 
+A test checked on several devices shows one line per device ("test_x on cuda"), so a student
+sees that their code passed on the CPU but failed on the GPU, and which devices were not tried
+("skipped").
+
 nbgrader's own feedback renders the autograded notebook, hidden test source included
 (nbgrader issue #917). This page is built from result rows only, so it cannot leak tests.
 """
@@ -9,19 +13,26 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from .results import CellResult
+from .results import CellResult, cell_scores
 
 _STYLE = """body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem}
 table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;padding:.4rem;text-align:left;vertical-align:top}
-.passed{color:#1a7f37}.failed,.error,.timeout{color:#cf222e}code{white-space:pre-wrap}"""
+.passed{color:#1a7f37}.failed,.error,.timeout{color:#cf222e}.skipped{color:#9a6700}code{white-space:pre-wrap}"""
+
+
+def _test_name(row: CellResult) -> str:
+    """The test's name, with the device it ran on when the test checks devices."""
+    name = row.grade_id or "(submission)"
+    return f"{name} on {row.device}" if row.device else name
 
 
 def render(student: str, assignment: str, rows: list[CellResult]) -> str:
     """The feedback page for one student's assignment as a standalone HTML document."""
-    score = sum(r.score for r in rows)
-    total = sum(r.max_score for r in rows)
+    scores = cell_scores(rows).values()  # a test with several device rows counts once
+    score = sum(s for s, _ in scores)
+    total = sum(t for _, t in scores)
     body = "".join(
-        f"<tr><td>{html.escape(r.grade_id or '(submission)')}</td><td>{r.score:g} / {r.max_score:g}</td>"
+        f"<tr><td>{html.escape(_test_name(r))}</td><td>{r.score:g} / {r.max_score:g}</td>"
         f"<td class='{r.status}'>{r.status}</td><td><code>{html.escape(r.message)}</code></td></tr>"
         for r in rows
     )

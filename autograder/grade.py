@@ -2,8 +2,8 @@
 
 Reads SUBMISSIONS/<student>/<assignment>/*.ipynb, autogrades each submission with nbgrader in
 its own workspace (several at once), and writes into OUT:
-  grades.csv      student_id, assignment, score, max_score
-  results.csv     one row per test cell with status passed/failed/error/timeout and a message
+  grades.csv      student_id, assignment, score, max_score, devices, skipped_devices
+  results.csv     one row per test cell and device with status passed/failed/error/timeout/skipped and a message
   feedback/<student>/<assignment>/feedback.html   what the student may see (no test source)
   autograded/<student>/<assignment>/              the executed notebooks, for the TA only
   timings.csv     seconds each submission graded in this run took, and how many of them its cells ran
@@ -24,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+from dlkit.devices import DEVICES_ENV, resolve_devices
 from tqdm.auto import tqdm
 
 from . import resume, sandbox, warm
@@ -157,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="submissions graded at once")
     parser.add_argument("--with-blank", action="store_true", help="also grade the blank release as student 'blank'")
     parser.add_argument("--assignments", default="", help="comma-separated assignments to grade (default: all)")
+    parser.add_argument("--devices", default=os.environ.get(DEVICES_ENV, "auto"),
+                        help="device kinds tests run on: auto (all this machine has) or e.g. cpu,cuda; "
+                             "a kind named but absent is reported as skipped")
     defaults = Limits()
     parser.add_argument("--cell-timeout", type=int, default=defaults.cell_timeout, help="seconds per cell")
     parser.add_argument("--notebook-timeout", type=int, default=defaults.notebook_timeout, help="seconds per notebook")
@@ -177,6 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     if sandbox.unavailable_reason():
         print(f"WARNING: student code will run WITHOUT isolation (it can read the class's files and use the "
               f"network): {sandbox.unavailable_reason()}", file=sys.stderr)
+    try:  # kernels inherit the environment: every test cell visits exactly these kinds
+        os.environ[DEVICES_ENV] = ",".join(resolve_devices(args.devices))
+    except ValueError as err:
+        print(f"error: --devices: {err}", file=sys.stderr)
+        return 2
     only = {a for a in args.assignments.split(",") if a}
     unknown = only - set(assignments())
     if unknown:

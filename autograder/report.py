@@ -7,9 +7,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from .results import CellResult
+from dlkit.devices import KNOWN_KINDS
 
-GRADE_COLUMNS = ["student_id", "assignment", "score", "max_score"]
+from .results import CellResult, cell_scores
+
+GRADE_COLUMNS = ["student_id", "assignment", "score", "max_score", "devices", "skipped_devices"]
 
 
 @dataclass(frozen=True)
@@ -37,17 +39,40 @@ def write_timings(out: Path, timings: list[Timing]) -> None:
 
 
 def totals(rows: list[CellResult]) -> dict[tuple[str, str], tuple[float, float]]:
-    """(score, max_score) per (student, assignment)."""
+    """(score, max_score) per (student, assignment), each test cell counted once however many device rows it has."""
     sums: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
-    for r in rows:
-        entry = sums[(r.student_id, r.assignment)]
-        entry[0] += r.score
-        entry[1] += r.max_score
+    for (student, assignment, _), (score, top) in cell_scores(rows).items():
+        entry = sums[(student, assignment)]
+        entry[0] += score
+        entry[1] += top
     return {key: (score, top) for key, (score, top) in sorted(sums.items())}
 
 
+def _joined(kinds: set[str]) -> str:
+    """Device kinds in the kit's visiting order, joined with "+" ("cpu+cuda")."""
+    order = {kind: i for i, kind in enumerate(KNOWN_KINDS)}
+    return "+".join(sorted(kinds, key=lambda kind: order.get(kind, len(order))))
+
+
+def coverage(rows: list[CellResult]) -> dict[tuple[str, str], tuple[str, str]]:
+    """("cpu+cuda", "xla") per (student, assignment): the devices tests ran on, and those some test did not run on.
+
+    Grading always runs on the CPU, so "cpu" is covered even by a notebook whose tests check no device.
+    A kind in both lists ran for some tests only (e.g. a test that cannot run on the simulated GPU).
+    """
+    ran: dict[tuple[str, str], set[str]] = defaultdict(lambda: {"cpu"})
+    skipped: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for r in rows:
+        key = (r.student_id, r.assignment)
+        if r.device and r.status == "skipped":
+            skipped[key].add(r.device)
+        else:
+            ran[key].add(r.device or "cpu")
+    return {key: (_joined(ran[key]), _joined(skipped[key])) for key in ran}
+
+
 def write_csvs(out: Path, rows: list[CellResult]) -> None:
-    """Write OUT/results.csv (one row per test cell) and OUT/grades.csv (one per submission)."""
+    """Write OUT/results.csv (one row per test cell and device) and OUT/grades.csv (one per submission)."""
     out.mkdir(parents=True, exist_ok=True)
     ordered = sorted(rows, key=lambda r: (r.student_id, r.assignment))
     with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
@@ -57,8 +82,9 @@ def write_csvs(out: Path, rows: list[CellResult]) -> None:
     with open(out / "grades.csv", "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(GRADE_COLUMNS)
+        covered = coverage(rows)
         for (student, assignment), (score, top) in totals(rows).items():
-            writer.writerow([student, assignment, f"{score:g}", f"{top:g}"])
+            writer.writerow([student, assignment, f"{score:g}", f"{top:g}", *covered[(student, assignment)]])
 
 
 def grade_table(rows: list[CellResult]) -> str:

@@ -1,28 +1,41 @@
-"""Turn a graded workspace into one row per test cell: score, status and a message for the student.
+"""Turn a graded workspace into one row per test cell and device: score, status and a message for the student.
 
 Scores come from the gradebook nbgrader wrote; the status and message come from the error
 output of the test cell in the autograded notebook. Only the exception's name and message are
 kept, never the traceback, which would quote hidden test source.
+
+A test cell that checks through `dlkit.check_on_devices` printed one marker line per device
+kind; such a cell gets one row per device (column `device`), a cell without markers one row with
+device "". The score stays the cell's: nbgrader grades a test cell all-or-nothing, so each of its
+device rows repeats the cell's score and max_score, and totals count every cell once
+(`cell_scores`). Markers are printed in the kernel, where student code could print fake ones,
+so they are trusted only as far as nbgrader's verdict allows: the last marker per device wins
+(the helper prints after the student's code returned), only device kinds the grader asked for
+count, and a cell that nbgrader did not score full never shows a device as passed unless
+another device's failure explains the lost points.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+import json
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import nbformat
+from dlkit.devices import KNOWN_KINDS, explicit_devices
+from dlkit.ondevice import MARKER
 from nbgrader.api import Gradebook, MissingEntry
 
 from .autograde import Workspace
 from .preprocessors import KERNEL_DIED, NOT_RUN, NOTEBOOK_TIMEOUT
 
-STATUSES = ("passed", "failed", "error", "timeout")
+STATUSES = ("passed", "failed", "error", "timeout", "skipped")
 TIMEOUT_ERRORS = {"CellTimeoutError", "TimeoutError"}
 
 
 @dataclass(frozen=True)
 class CellResult:
-    """One row of results.csv."""
+    """One row of results.csv: a test cell on one device ("" for a cell that checks no device)."""
 
     student_id: str
     assignment: str
@@ -31,10 +44,13 @@ class CellResult:
     max_score: float
     status: str
     message: str
+    device: str = ""  # last, so that rows stored by earlier versions (resume.py) still load
 
     @classmethod
     def columns(cls) -> list[str]:
-        return [f.name for f in fields(cls)]
+        """The CSV's column order: the device right after the test it qualifies."""
+        names = [f.name for f in fields(cls) if f.name != "device"]
+        return names[:3] + ["device"] + names[3:]
 
     def as_row(self) -> dict:
         return asdict(self)
@@ -65,6 +81,69 @@ def _error_outputs(notebook: Path) -> dict[str, dict]:
     return errors
 
 
+def parse_markers(text: str, allowed: set[str] | None = None) -> dict[str, dict]:
+    """{device kind: marker} from a cell's stdout: the last well-formed marker per kind, in first-seen order.
+
+    Kinds outside `allowed` (None: any kind the kit knows) are ignored, so printed fakes cannot add devices.
+    """
+    kinds = set(KNOWN_KINDS) if allowed is None else set(allowed) & set(KNOWN_KINDS)
+    markers: dict[str, dict] = {}
+    for line in text.splitlines():
+        if not line.startswith(MARKER):
+            continue
+        try:
+            record = json.loads(line[len(MARKER):])
+        except ValueError:
+            continue
+        if (isinstance(record, dict) and record.get("device") in kinds
+                and record.get("status") in ("passed", "failed", "skipped")):
+            markers[record["device"]] = {"status": record["status"], "message": str(record.get("message", ""))}
+    return markers
+
+
+def _device_markers(notebook: Path) -> dict[str, dict[str, dict]]:
+    """The device markers each graded cell printed to stdout, by grade_id (only the cell's own outputs)."""
+    allowed = explicit_devices()
+    found = {}
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        text = "".join(o.get("text", "") for o in cell.get("outputs", [])
+                       if o.get("output_type") == "stream" and o.get("name") == "stdout")
+        if grade_id and MARKER in text:
+            found[grade_id] = parse_markers(text, None if allowed is None else set(allowed))
+    return found
+
+
+def device_rows(cell: CellResult, markers: dict[str, dict]) -> list[CellResult]:
+    """The rows of one graded test cell: one per device marker, else the cell's own row.
+
+    nbgrader's verdict bounds what markers may claim: a device shows "passed" in a cell that lost
+    its points only when another device's failure explains the loss.
+    """
+    if not markers:
+        return [cell]
+    explained = any(m["status"] == "failed" for m in markers.values())
+    rows = []
+    for kind, marker in markers.items():
+        status, message = marker["status"], marker["message"]
+        if status == "skipped":
+            message = message or f"not run: this runtime has no {kind}"
+        elif cell.status == "passed":
+            status, message = "passed", ""
+        elif (kind == "cpu" and status == "failed") or not explained:
+            status = cell.status  # the cell's own exception came from the CPU (or is unexplained)
+            message = cell.message if cell.message.startswith(f"on {kind}") else f"on {kind}: {cell.message}"
+        elif status == "failed":
+            message = message if message.startswith(f"on {kind}") else f"on {kind}: {message}"
+        rows.append(replace(cell, device=kind, status=status, message=message))
+    return rows
+
+
+def cell_scores(rows: list[CellResult]) -> dict[tuple[str, str, str], tuple[float, float]]:
+    """(score, max_score) per (student, assignment, grade_id): each test cell once, however many device rows."""
+    return {(r.student_id, r.assignment, r.grade_id): (r.score, r.max_score) for r in rows}
+
+
 def describe_error(output: dict) -> tuple[str, str]:
     """(status, message) for a test cell's error output."""
     name, value = output.get("ename", "Error"), str(output.get("evalue", "")).strip()
@@ -90,6 +169,7 @@ def collect(workspace: Workspace, source: Path, success: bool, log: str) -> list
         return [CellResult(student, assignment, gid, 0.0, pts, "error", f"grading failed: {reason}")
                 for gid, pts in cells]
     errors = _error_outputs(workspace.autograded_notebook)
+    markers = _device_markers(workspace.autograded_notebook)
     rows = []
     with Gradebook(f"sqlite:///{workspace.gradebook}") as gb:
         for grade_id, points in cells:
@@ -105,7 +185,8 @@ def collect(workspace: Workspace, source: Path, success: bool, log: str) -> list
                 status, message = "passed", ""
             else:
                 status, message = "failed", f"scored {score:g} of {points:g}"
-            rows.append(CellResult(student, assignment, grade_id, float(score), points, status, message))
+            cell = CellResult(student, assignment, grade_id, float(score), points, status, message)
+            rows.extend(device_rows(cell, markers.get(grade_id, {})))
     return rows
 
 

@@ -1,8 +1,8 @@
 """Remember each graded submission, so an interrupted class run resumes where it stopped.
 
 After a submission is graded its rows are written atomically to OUT/.done/<student>--<assignment>.json
-with a digest of everything the grade depends on: the submitted notebook, the instructor source
-and the limits. A later run with the same command reuses a stored result only while that digest
+with a digest of everything the grade depends on: the submitted notebook, the instructor source,
+the limits and the devices asked for (DLKIT_DEVICES). A later run with the same command reuses a stored result only while that digest
 still matches, so a resubmission or an edited test is graded again, and nothing is counted twice.
 """
 
@@ -13,6 +13,8 @@ import hashlib
 import json
 import os
 from pathlib import Path
+
+from dlkit.devices import DEVICES_ENV
 
 from .course import BUILD
 from .intake import Submission
@@ -26,6 +28,7 @@ def digest(submission: Submission, limits: Limits) -> str:
     h.update(submission.notebook.read_bytes())
     h.update((BUILD / "source" / submission.assignment / f"{submission.assignment}.ipynb").read_bytes())
     h.update(repr(dataclasses.astuple(limits)).encode())
+    h.update(os.environ.get(DEVICES_ENV, "auto").encode())  # graded on other devices: other rows
     return h.hexdigest()
 
 

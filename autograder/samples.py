@@ -49,13 +49,31 @@ def reference_submission(assignment: str) -> nbformat.NotebookNode:
     return fill_release(assignment, solution_sources(assignments()[assignment]))
 
 
-def expected_failures() -> dict[str, dict[str, list[str]]]:
-    """{assignment: {student: [grade_ids that must fail]}} from autograder/expected/<assignment>.toml."""
+def _expected_files() -> dict[str, dict]:
+    """The parsed autograder/expected/<assignment>.toml files, by assignment."""
     expected = {}
     for path in sorted(EXPECTED.glob("*.toml")):
         with open(path, "rb") as f:
             expected[path.stem] = tomllib.load(f)
     return expected
+
+
+def expected_failures() -> dict[str, dict[str, list[str]]]:
+    """{assignment: {student: [grade_ids that must fail]}} under default (CPU-only) grading.
+
+    The files' top-level lists; a table such as [fakegpu] holds expectations on a device instead.
+    """
+    return {assignment: {student: failing for student, failing in table.items() if isinstance(failing, list)}
+            for assignment, table in _expected_files().items()}
+
+
+def expected_device_failures(kind: str) -> dict[str, dict[str, list[str]]]:
+    """{assignment: {student: [grade_ids that must fail on `kind`]}} from the [<kind>] tables.
+
+    Device bugs pass on a CPU-only grader; these tables say what they must fail when the grader
+    also visits `kind`. Only the students listed there are graded on that device.
+    """
+    return {assignment: table[kind] for assignment, table in _expected_files().items() if kind in table}
 
 
 def main(argv: list[str]) -> int:

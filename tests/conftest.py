@@ -18,7 +18,8 @@ import pytest
 
 from autograder.course import REPO, assignments
 from autograder.release import build_release
-from autograder.samples import SUBMISSIONS
+from autograder.samples import SUBMISSIONS, expected_device_failures
+from dlkit.devices import resolve_devices
 
 # Broken submissions added to the sample class: (student, assignment folder, file name, content).
 BROKEN = [
@@ -67,3 +68,32 @@ def graded(release, tmp_path_factory):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return {"out": out, "class_dir": class_dir, "before": before, "stdout": proc.stdout, "stderr": proc.stderr,
             "results": read_csv(out / "results.csv"), "grades": read_csv(out / "grades.csv")}
+
+
+#: The second device kind the device tests grade on; it exists on every machine (dlkit.fakegpu).
+SIMULATED = "fakegpu"
+#: A real device kind this machine lacks: requested anyway, it must come back "skipped".
+ABSENT = next((k for k in ("cuda", "mps", "xla") if k not in resolve_devices("auto")), None)
+
+
+@pytest.fixture(scope="session")
+def graded_on_devices(release, tmp_path_factory):
+    """Grade the samples listed under [fakegpu] in autograder/expected with --devices cpu,fakegpu,<absent>.
+
+    Kept small (a few submissions of the selected assignments) because every kernel start costs seconds.
+    """
+    wanted = {a: per for a, per in expected_device_failures(SIMULATED).items() if a in SELECTED}
+    if not wanted:
+        pytest.skip(f"no selected assignment lists [{SIMULATED}] expectations")
+    class_dir = tmp_path_factory.mktemp("device_class")
+    for assignment, per in wanted.items():
+        for student in per:
+            shutil.copytree(SUBMISSIONS / student / assignment, class_dir / student / assignment)
+    out = tmp_path_factory.mktemp("device_grades")
+    devices = ",".join(["cpu", SIMULATED] + ([ABSENT] if ABSENT else []))
+    proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(class_dir), str(out), "--workers", "2",
+                           "--cell-timeout", "45", "--devices", devices, "--assignments", ",".join(wanted)],
+                          cwd=REPO, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return {"out": out, "expected": wanted, "results": read_csv(out / "results.csv"),
+            "grades": read_csv(out / "grades.csv")}

@@ -63,9 +63,10 @@ def test_reference_notebook_runs_top_to_bottom_without_errors(graded):
 
 
 def test_results_csv_has_the_documented_columns_and_statuses(graded):
-    assert list(graded["results"][0]) == ["student_id", "assignment", "grade_id", "score", "max_score", "status",
-                                          "message"]
-    assert list(graded["grades"][0]) == ["student_id", "assignment", "score", "max_score"]
+    assert list(graded["results"][0]) == ["student_id", "assignment", "grade_id", "device", "score", "max_score",
+                                          "status", "message"]
+    assert list(graded["grades"][0]) == ["student_id", "assignment", "score", "max_score", "devices",
+                                         "skipped_devices"]
     assert {r["status"] for r in graded["results"]} <= set(STATUSES)
 
 

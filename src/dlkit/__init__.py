@@ -8,8 +8,9 @@ from .bench import Timing, benchmark, grading
 from .checks import assert_close, assert_same_placement, rel_error, tolerances_for
 from .convert import to_numpy
 from .datasets import data_file
-from .devices import (as_torch_device, default_device, is_colab, synchronize, test_devices,
+from .devices import (as_torch_device, default_device, has_float64, is_colab, synchronize, test_devices,
                       tf_devices, torch_devices)
+from .ondevice import SkipDevice, check_on_devices
 from .launch import LaunchTimeout, WorkerError, free_port, launch
 from .hardware import cpu_peak_flops, device_name, device_peak_flops, gpu_peak_flops
 from .plots import bar_plot, line_plot
@@ -19,7 +20,7 @@ from .seeding import seed_everything
 __all__ = [
     "Timing", "benchmark", "grading", "assert_close", "assert_same_placement", "rel_error", "tolerances_for",
     "to_numpy", "data_file", "as_torch_device", "default_device", "is_colab", "synchronize", "test_devices",
-    "tf_devices", "torch_devices", "cpu_peak_flops", "device_name", "device_peak_flops",
+    "check_on_devices", "SkipDevice", "has_float64", "tf_devices", "torch_devices", "cpu_peak_flops", "device_name", "device_peak_flops",
     "gpu_peak_flops", "bar_plot", "line_plot", "seed_everything",
     "launch", "free_port", "WorkerError", "LaunchTimeout", "report_runtime",
 ]

@@ -16,8 +16,10 @@ from pathlib import Path
 #: Comma-separated device kinds to test on ("cpu,cuda"), or "auto" for every one present.
 DEVICES_ENV = "DLKIT_DEVICES"
 
-#: Device kinds the kit knows, in the order tests visit them.
-KNOWN_KINDS = ("cpu", "cuda", "mps", "xla")
+#: Device kinds the kit knows, in the order tests visit them. "xla" is a TPU (torch_xla, or
+#: TensorFlow's TPUStrategy); "fakegpu" is the simulated accelerator of dlkit.fakegpu, visited
+#: only when named explicitly, never by "auto".
+KNOWN_KINDS = ("cpu", "cuda", "mps", "xla", "fakegpu")
 
 
 def is_colab() -> bool:
@@ -56,11 +58,23 @@ def tf_devices() -> list[str]:
     return [d.name for d in tf.config.list_logical_devices()]
 
 
-def requested_devices() -> list[str]:
-    """The device kinds asked for through DLKIT_DEVICES ("auto" or unset means all present)."""
+def tf_kinds_present() -> list[str]:
+    """The device kinds TensorFlow can use here ("cpu", "cuda", "xla"); imports TensorFlow, not the TPU runtime."""
+    import tensorflow as tf
+
+    found = ["cpu"]
+    if tf.config.list_physical_devices("GPU"):
+        found.append("cuda")
+    if tpu_present():
+        found.append("xla")
+    return found
+
+
+def explicit_devices() -> list[str] | None:
+    """The device kinds named in DLKIT_DEVICES, or None for "auto" (unset): every device present."""
     raw = os.environ.get(DEVICES_ENV, "auto").strip().lower()
     if raw in ("", "auto"):
-        return list(KNOWN_KINDS)
+        return None
     kinds = [k.strip() for k in raw.split(",") if k.strip()]
     unknown = sorted(set(kinds) - set(KNOWN_KINDS))
     if unknown:
@@ -68,14 +82,46 @@ def requested_devices() -> list[str]:
     return kinds
 
 
-def test_devices() -> list[str]:
-    """The torch device kinds a test should visit: requested and present, in a stable order.
+def requested_devices() -> list[str]:
+    """The device kinds asked for through DLKIT_DEVICES ("auto" or unset means every real kind)."""
+    explicit = explicit_devices()
+    return [k for k in KNOWN_KINDS if k != "fakegpu"] if explicit is None else explicit
 
-    The CPU is always included so that every submission is graded at least once.
+
+def resolve_devices(spec: str) -> list[str]:
+    """The explicit kinds a grader asks its kernels for: "auto" becomes the kinds this machine has.
+
+    Naming them keeps a kernel's report honest: a kind it cannot use comes back "skipped", and a
+    marker for a kind nobody asked for is ignored. Imports torch (not TensorFlow) for "auto".
+    """
+    if spec.strip().lower() not in ("", "auto"):
+        kinds = [k.strip() for k in spec.lower().split(",") if k.strip()]
+        unknown = sorted(set(kinds) - set(KNOWN_KINDS))
+        if unknown:
+            raise ValueError(f"unknown device kinds {unknown}; known: {KNOWN_KINDS}")
+        return ["cpu"] + [k for k in dict.fromkeys(kinds) if k != "cpu"]
+    found = set(torch_devices()) if importlib.util.find_spec("torch") else {"cpu"}
+    if Path("/dev/nvidiactl").exists():  # a GPU TensorFlow may use even where torch is a CPU build
+        found.add("cuda")
+    if tpu_present():
+        found.add("xla")
+    return [k for k in KNOWN_KINDS if k in found]
+
+
+def test_devices() -> list[str]:
+    """The real torch device kinds a test should visit: requested and present, in a stable order.
+
+    The CPU is always included so that every submission is graded at least once. The simulated
+    "fakegpu" is not among them: it works only inside `check_on_devices`, which switches it on.
     """
     present = torch_devices()
     wanted = set(requested_devices()) | {"cpu"}
     return [kind for kind in present if kind in wanted]
+
+
+def has_float64(kind: str) -> bool:
+    """Whether a device kind computes in float64: MPS cannot, nor can the simulated "fakegpu" (like a TPU)."""
+    return kind not in ("mps", "fakegpu")
 
 
 def default_device() -> str:
@@ -85,9 +131,14 @@ def default_device() -> str:
 
 
 def as_torch_device(kind: str):
-    """A `torch.device` for a kind; imports torch_xla only when the kind is "xla"."""
+    """A `torch.device` for a kind; imports torch_xla only when the kind is "xla".
+
+    "fakegpu" is `torch.device("meta")`, which holds data only inside `check_on_devices`.
+    """
     import torch
 
+    if kind == "fakegpu":
+        return torch.device("meta")
     if kind == "xla":
         import torch_xla.core.xla_model as xm  # noqa: F401  (registers the xla device)
     return torch.device(kind)

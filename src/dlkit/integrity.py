@@ -25,7 +25,12 @@ GUARDED = {
     "torch": ["allclose", "isclose", "equal", "all", "any", "abs", "max", "isfinite"],
     "torch.testing": ["assert_close"],
     "dlkit": ["assert_close", "assert_same_placement", "rel_error", "to_numpy", "tolerances_for", "test_devices",
-              "as_torch_device"],
+              "as_torch_device", "check_on_devices", "SkipDevice", "has_float64"],
+    "dlkit.devices": ["as_torch_device", "explicit_devices", "has_float64", "test_devices", "tf_kinds_present",
+                      "torch_devices"],
+    "dlkit.ondevice": ["check_on_devices", "_absence", "_describe", "_emit", "_kinds_to_visit", "_placement",
+                       "explicit_devices", "tf_kinds_present", "torch_devices"],
+    "json": ["dumps"],
     "dlkit.checks": ["assert_close", "assert_same_placement", "rel_error", "tolerances_for", "to_numpy"],
     "dlkit.convert": ["to_numpy"],
 }

@@ -1,0 +1,144 @@
+"""Run one test's checks on every device, and say on which ones it passed, failed or could not run.
+
+A hidden test hands its checks to `check_on_devices(check)`, which calls `check(kind)` once per
+device kind (the CPU always; CUDA, MPS, a TPU when present; see DLKIT_DEVICES). For each kind
+it prints one marker line to stdout,
+
+    [dlkit-device] {"device": "cuda", "status": "failed", "message": "on cuda: ..."}
+
+that the grader turns into one results row per device, so a TA sees *where* a submission
+breaks and a device the grader lacks is reported as "skipped", never as passed. The cell still
+fails as a whole (nbgrader scores test cells all-or-nothing): a failure on the CPU re-raises the
+CPU's own exception, exactly as a plain loop would; a failure only on accelerators raises an
+AssertionError that names each failing device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+from typing import Callable, ContextManager
+
+from .devices import explicit_devices, tf_kinds_present, torch_devices
+
+#: Prefix of the marker lines; the grader reads only lines that start with it.
+MARKER = "[dlkit-device] "
+#: Longest message a marker carries: enough to locate the error, short enough for a CSV cell.
+MAX_MESSAGE = 2000
+FRAMEWORKS = ("torch", "tf")
+
+
+class SkipDevice(Exception):
+    """Raised by a check that cannot run on this device kind (DDP off cpu/cuda, export on the simulated GPU).
+
+    The device is then reported "skipped" with this reason: not run is never passed.
+    """
+
+
+def _present(framework: str) -> list[str]:
+    """Device kinds this runtime can run `framework` on; the simulated accelerator exists for torch only."""
+    if framework == "tf":
+        return tf_kinds_present()
+    return torch_devices() + ["fakegpu"]
+
+
+def _kinds_to_visit(kinds: list[str] | None, framework: str) -> list[tuple[str, bool]]:
+    """(kind, present) in visiting order, the CPU first. "auto" visits what is present and skips nothing."""
+    present = _present(framework)
+    if kinds is None:
+        explicit = explicit_devices()
+        kinds = explicit if explicit is not None else [k for k in present if k != "fakegpu"]
+    ordered = ["cpu"] + [k for k in dict.fromkeys(kinds) if k != "cpu"]
+    return [(kind, kind in present) for kind in ordered]
+
+
+@functools.cache
+def tpu_strategy():
+    """TensorFlow's TPUStrategy for the local TPU, connected once per process (only when a TPU is present)."""
+    import tensorflow as tf
+
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu="local")
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def _placement(kind: str, framework: str) -> ContextManager:
+    """The context a check runs in: TF's device scope or TPU strategy, or the simulated accelerator for torch.
+
+    TF's CPU gets an explicit scope only where an accelerator exists (TF would otherwise place ops
+    there); on a CPU-only runtime the check runs exactly as the test's code always did.
+    """
+    if framework == "tf":
+        import tensorflow as tf
+
+        if kind == "xla":
+            return tpu_strategy().scope()
+        if kind == "cuda":
+            return tf.device("/GPU:0")
+        return tf.device("/CPU:0") if len(tf_kinds_present()) > 1 else contextlib.nullcontext()
+    if kind == "fakegpu":
+        from . import fakegpu
+
+        return fakegpu.active()
+    return contextlib.nullcontext()
+
+
+def _absence(kind: str, framework: str) -> str:
+    """Why `kind` was not run: the message of its "skipped" marker."""
+    if kind == "fakegpu" and framework != "torch":
+        return f"not run: the simulated fakegpu exists for torch only, not for {framework}"
+    return f"not run: this runtime has no {kind}"
+
+
+def _emit(kind: str, status: str, message: str = "") -> None:
+    """Print one marker line; flushed at once so that a later crash or timeout cannot lose it."""
+    record = {"device": kind, "status": status, "message": message[:MAX_MESSAGE]}
+    print(MARKER + json.dumps(record), flush=True)
+
+
+def _describe(kind: str, err: Exception) -> str:
+    """A failure's message prefixed with the device, so a student knows where their code broke."""
+    text = str(err).strip()
+    if isinstance(err, AssertionError):
+        return f"on {kind}: {text or 'a check failed'}"
+    return f"on {kind}: {type(err).__name__}: {text}" if text else f"on {kind}: {type(err).__name__}"
+
+
+def check_on_devices(check: Callable[[str], None], kinds: list[str] | None = None,
+                     framework: str = "torch") -> dict[str, str]:
+    """Call `check(kind)` on each device kind; print a marker per kind; raise if any failed.
+
+    `kinds` defaults to DLKIT_DEVICES ("auto": every device present). `framework` is "torch" or
+    "tf" (TF checks run under `tf.device` or, on a TPU, `TPUStrategy.scope()`). Returns
+    {kind: status} when nothing failed.
+    """
+    if framework not in FRAMEWORKS:
+        raise ValueError(f"framework must be one of {FRAMEWORKS}, not {framework!r}")
+    statuses: dict[str, str] = {}
+    errors: dict[str, Exception] = {}
+    for kind, present in _kinds_to_visit(kinds, framework):
+        if not present:
+            statuses[kind] = "skipped"
+            _emit(kind, "skipped", _absence(kind, framework))
+            continue
+        try:
+            with _placement(kind, framework):
+                check(kind)
+        except SkipDevice as why:
+            statuses[kind] = "skipped"
+            _emit(kind, "skipped", f"not run on {kind}: {why}")
+        except Exception as err:  # any failure on one device is reported, and the others still run
+            errors[kind] = err
+            statuses[kind] = "failed"
+            _emit(kind, "failed", _describe(kind, err))
+        else:
+            statuses[kind] = "passed"
+            _emit(kind, "passed")
+    if "cpu" in errors:
+        raise errors["cpu"]  # the same exception a plain loop would raise: CPU-only grading is unchanged
+    if errors:
+        raise AssertionError("; ".join(_describe(kind, err) for kind, err in errors.items())
+                             + " (passed on cpu)")
+    return statuses

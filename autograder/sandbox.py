@@ -153,20 +153,30 @@ def unshare_namespaces() -> None:
     _mount("none", "/", None, _MS_REC | _MS_PRIVATE, None)
 
 
-def enter(spec_path: str) -> dict[str, str]:
-    """Sandbox this process as the spec file says (steps 1-4), move into its workdir; return the kernel's environment."""
+def private_env(workdir: str) -> dict[str, str]:
+    """Where the kernel keeps its files: its own folder, whatever the grader's environment says.
+
+    Libraries cache under paths taken from the environment (torch's compile caches default to
+    /tmp/torchinductor_<user>, and a process that once compiled exports that path), and in the
+    sandbox only the kernel's own folder is writable.
+    """
+    return {"HOME": workdir, "TMPDIR": workdir, "IPYTHONDIR": f"{workdir}/.ipython",
+            "MPLCONFIGDIR": f"{workdir}/.matplotlib", "XDG_CACHE_HOME": f"{workdir}/.cache",
+            "TORCHINDUCTOR_CACHE_DIR": f"{workdir}/.cache/torchinductor", "TRITON_CACHE_DIR": f"{workdir}/.cache/triton"}
+
+
+def enter(spec_path: str) -> str:
+    """Sandbox this process as the spec file says (steps 1-4) and move into its workdir; return the workdir."""
     spec = json.loads(Path(spec_path).read_text())
     _enter(spec)
-    workdir = spec["workdir"]
-    os.chdir(workdir)
-    return dict(os.environ, HOME=workdir, TMPDIR=workdir, IPYTHONDIR=f"{workdir}/.ipython",
-                MPLCONFIGDIR=f"{workdir}/.matplotlib", XDG_CACHE_HOME=f"{workdir}/.cache")
+    os.chdir(spec["workdir"])
+    return spec["workdir"]
 
 
 def main(argv: list[str]) -> None:
     spec_path, sep, *kernel_cmd = argv
     assert sep == "--" and kernel_cmd, "usage: python -m autograder.sandbox SPEC.json -- KERNEL COMMAND"
-    os.execvpe(kernel_cmd[0], kernel_cmd, enter(spec_path))
+    os.execvpe(kernel_cmd[0], kernel_cmd, dict(os.environ, **private_env(enter(spec_path))))
 
 
 if __name__ == "__main__":

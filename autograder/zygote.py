@@ -60,8 +60,7 @@ def become_kernel(request: dict) -> None:
         if request.get("sandbox_spec"):
             sandbox = _load_sandbox()
             sandbox.unshare_namespaces()
-            env.update({k: v for k, v in sandbox.enter(request["sandbox_spec"]).items()
-                        if k in ("HOME", "TMPDIR", "IPYTHONDIR", "MPLCONFIGDIR", "XDG_CACHE_HOME")})
+            env.update(sandbox.private_env(sandbox.enter(request["sandbox_spec"])))
         elif request.get("cwd"):
             os.chdir(request["cwd"])
         os.environ.clear()

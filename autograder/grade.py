@@ -52,7 +52,7 @@ def grade_submission(submission: Submission, out: Path, limits: Limits, warm_ker
     source = workspace.root / "source" / submission.assignment / f"{submission.assignment}.ipynb"
     if warm_kernels:
         try:
-            warm.activate(warm.preload_modules(source))
+            warm.activate(warm.preload_modules(BUILD / "source" / submission.assignment / source.name))
         except warm.ZygoteError as err:
             print(f"WARNING: cold kernel for {submission.student}/{submission.assignment}: {err}", file=sys.stderr)
     class_folder = submission.notebook.resolve().parents[2]  # <class>/<student>/<assignment>/<file>

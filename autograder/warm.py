@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import time
+from functools import lru_cache
 from pathlib import Path
 
 import nbformat
@@ -40,8 +41,12 @@ class ZygoteError(RuntimeError):
     """The zygote could not start or fork a kernel; the caller falls back to a cold kernel."""
 
 
+@lru_cache(maxsize=None)
 def preload_modules(notebook: Path) -> tuple[str, ...]:
-    """The modules a notebook imports at top level (`import a.b`, `from a.b import c`), plus ALWAYS."""
+    """The modules a notebook imports at top level (`import a.b`, `from a.b import c`), plus ALWAYS.
+
+    Cached: a worker asks for every submission, and the released source does not change during a run.
+    """
     found: list[str] = []
     for cell in nbformat.read(notebook, as_version=4).cells:
         if cell.cell_type != "code":

@@ -202,3 +202,50 @@ def test_from_inside_a_jupyter_kernel(tmp_path):
     text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
     assert "RESULT [62.0, 62.0]" in text
     assert "ERROR 0 KeyError" in text
+
+
+def leave_traces(rank, world_size, marker):
+    """Reports what earlier launches left behind, then leaves traces of its own."""
+    module = sys.modules["dlkit.launch"]  # `import dlkit.launch as` names the function dlkit re-exports
+    seen = {"global": getattr(module, "_left_by_a_rank", None), "env": os.environ.get("DLKIT_TEST_TRACE")}
+    module._left_by_a_rank = marker
+    os.environ["DLKIT_TEST_TRACE"] = marker
+    return {"seen": seen, "pid": os.getpid(), "parent": os.getppid()}
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the fork server is POSIX only")
+def test_ranks_fork_from_one_server_and_share_nothing_between_launches():
+    module = sys.modules["dlkit.launch"]
+
+    first = launch(leave_traces, 2, args=("first",), timeout=60, echo=False, env={"DLKIT_TEST_TRACE": "given"})
+    second = launch(leave_traces, 2, args=("second",), timeout=60, echo=False)
+    server = module._server
+    assert server is not None and server.alive()
+    assert {r["parent"] for r in first + second} == {server.proc.pid}, "every rank is a child of the one server"
+    assert len({r["pid"] for r in first + second}) == 4
+    assert [r["seen"] for r in first] == [{"global": None, "env": "given"}] * 2
+    assert [r["seen"] for r in second] == [{"global": None, "env": None}] * 2, \
+        "a rank must not see what a rank of an earlier launch changed, nor an earlier launch's env"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the fork server is POSIX only")
+def test_a_dead_fork_server_is_replaced():
+    module = sys.modules["dlkit.launch"]
+
+    launch(echo_env, 1, args=(0,), timeout=60, echo=False)
+    old = module._server
+    old.proc.kill()
+    old.proc.wait()
+    assert [r["rank"] for r in launch(echo_env, 2, args=(1,), timeout=60, echo=False)] == [0, 1]
+    assert module._server is not old and module._server.alive()
+
+
+def test_without_a_fork_server_each_rank_is_a_fresh_interpreter(monkeypatch):
+    module = sys.modules["dlkit.launch"]
+
+    monkeypatch.setattr(module, "_fork_server", lambda: None)
+    results = launch(leave_traces, 2, args=("fresh",), timeout=120, echo=False)
+    assert {r["parent"] for r in results} == {os.getpid()}, "without a server the launcher starts the ranks"
+    assert launch(allreduce_worker, 2, timeout=120, echo=False) == [3.0, 3.0]
+    with pytest.raises(WorkerError, match="exited with code 7 without a result"):
+        launch(die_hard, 2, timeout=60, echo=False)

@@ -15,6 +15,12 @@ cannot import; fork copies a process that may already run torch's thread pools a
 use) as source code and re-executes them in the new process; functions of importable modules go
 by reference.
 
+Why a fork server: a fresh Python pays `import torch` (about 2 s) before its first line, on every
+rank of every launch. On POSIX the first `launch` starts one helper process that imports what the
+function uses (torch and torch.distributed included) and nothing else, runs no tensor operation,
+hence has no thread pools, and forks every later rank from it: a rank starts in milliseconds and
+still shares nothing with the launching process or with other launches.
+
 Failures are loud and leave nothing behind: when a worker raises, the others are killed and
 `WorkerError` names the rank and shows its traceback; past `timeout` seconds every worker is killed
 and `LaunchTimeout` names the ranks still running. Each worker runs in its own process group, so
@@ -25,9 +31,11 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
 import linecache
 import os
 import pickle
+import select
 import signal
 import socket
 import subprocess
@@ -215,7 +223,7 @@ def _watch_parent(parent: int) -> None:
 
 
 def _worker_main(payload_path: str, rank: int) -> None:
-    parent = int(os.environ.get("DLKIT_LAUNCH_PARENT", os.getppid()))
+    parent = os.getppid()  # the launcher, or the fork server, which exits when the launcher does
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     out_dir = Path(payload_path).parent
     world_size = int(os.environ["WORLD_SIZE"])
@@ -280,7 +288,8 @@ def _kill(procs: list[subprocess.Popen]) -> None:
                 else:
                     proc.kill()
             except (ProcessLookupError, PermissionError):
-                pass
+                if proc.poll() is None:  # a rank forked a moment ago may not lead its group yet
+                    proc.kill()
     for proc in procs:
         try:
             proc.wait(timeout=10)
@@ -312,21 +321,14 @@ def _run_once(fn_spec: dict, world_size: int, args_blob: bytes, timeout: float, 
                                           "cwd": os.getcwd()}))
         base_env = {**os.environ, **(env or {})}
         base_env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world_size),
-                        DLKIT_LAUNCH_PARENT=str(os.getpid()), PYTHONUNBUFFERED="1")
+                        PYTHONUNBUFFERED="1")
         if sys.platform.startswith("linux") and Path("/sys/class/net/lo").exists():
             base_env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # loopback only: no hostname lookups
         elif sys.platform == "darwin":
             base_env.setdefault("GLOO_SOCKET_IFNAME", "lo0")
-        procs, logs = [], []
+        procs: list = []
         try:
-            for rank in range(world_size):
-                log = open(out_dir / f"log-{rank}.txt", "wb")
-                logs.append(log)
-                procs.append(subprocess.Popen(
-                    [sys.executable, "-c", _BOOTSTRAP, str(payload), str(rank), _PACKAGE_ROOT],
-                    env={**base_env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    start_new_session=(os.name == "posix")))
+            _start_ranks(procs, world_size, payload, base_env, _preload(fn_spec))
             deadline = time.monotonic() + timeout
             while True:
                 codes = [p.poll() for p in procs]
@@ -356,8 +358,227 @@ def _run_once(fn_spec: dict, world_size: int, args_blob: bytes, timeout: float, 
             return results
         finally:
             _kill(procs)
-            for log in logs:
-                log.close()
+
+
+# ----------------------------------------------------------------------------- starting the ranks
+
+def _start_ranks(procs: list, world_size: int, payload: Path, base_env: dict, preload: list[str]) -> None:
+    """Start every rank, appending each to `procs` as it starts (so a failure half-way kills the started ones).
+
+    Ranks fork from the fork server where there is one; a fresh interpreter each otherwise (Windows,
+    or a server that could not start)."""
+    server = _fork_server() if os.name == "posix" else None
+    for rank in range(world_size):
+        env = {**base_env, "RANK": str(rank), "LOCAL_RANK": str(rank)}
+        log = payload.parent / f"log-{rank}.txt"
+        if server is not None:
+            try:
+                procs.append(server.start({"payload": str(payload), "rank": rank, "env": env, "log": str(log),
+                                           "preload": preload}))
+                continue
+            except OSError:
+                server.stop()
+                server = None
+        with open(log, "wb") as out:
+            procs.append(subprocess.Popen(
+                [sys.executable, "-c", _BOOTSTRAP, str(payload), str(rank), _PACKAGE_ROOT], env=env,
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=(os.name == "posix")))
+
+
+def _preload(fn_spec: dict) -> list[str]:
+    """Modules the fork server imports before forking ranks: those `fn` uses, and torch's distributed parts."""
+    names = [fn_spec["module"]] if fn_spec["kind"] == "ref" else list(fn_spec["modules"].values())
+    if any(name == "torch" or name.startswith("torch.") for name in names):
+        names += ["torch.distributed", "torch.nn.parallel", "torch.utils.data"]
+    return [name for name in dict.fromkeys(names) if name in sys.modules]
+
+
+_SERVER_BOOTSTRAP = ("import sys; sys.path.insert(0, sys.argv[1]); "
+                     "from dlkit.launch import _serve_forks; _serve_forks()")
+_SERVER_ANSWER_SECONDS = 120.0  # an import in the server (torch: a few seconds) must not take longer
+_server: _ForkServer | None = None
+
+
+def _fork_server() -> _ForkServer | None:
+    """This process's fork server, started on first use (and again if it died); None if it cannot start."""
+    global _server
+    if _server is None or not _server.alive():
+        try:
+            _server = _ForkServer()
+        except OSError:
+            _server = None
+    return _server
+
+
+class _ForkServer:
+    """The launcher's end of the fork server: asks it for ranks, learns their exit codes from it."""
+
+    def __init__(self) -> None:
+        # A session of its own: a Jupyter kernel shutting down signals the children in its process group
+        # and waits for them to go; the server instead exits by itself when the kernel's end of stdin closes.
+        self.proc = subprocess.Popen([sys.executable, "-c", _SERVER_BOOTSTRAP, _PACKAGE_ROOT],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
+        self.exit_codes: dict[int, int] = {}
+        self.started: list[int] = []
+        self.answered = threading.Condition()
+        self.gone = False
+        threading.Thread(target=self._read_answers, daemon=True).start()
+        self._send({"sys_path": sys.path})
+
+    def alive(self) -> bool:
+        return not self.gone and self.proc.poll() is None
+
+    def start(self, request: dict) -> _ForkedRank:
+        """Fork one rank; OSError if the server does not answer in time."""
+        with self.answered:
+            before = len(self.started)
+            self._send(request)
+            if not self.answered.wait_for(lambda: len(self.started) > before or self.gone, _SERVER_ANSWER_SECONDS) \
+                    or self.gone:
+                raise OSError("the fork server did not start a rank")
+            return _ForkedRank(self, self.started[before])
+
+    def exit_code(self, pid: int) -> int | None:
+        """The rank's exit code once it ended (-9 if the server died first), else None."""
+        with self.answered:
+            if pid in self.exit_codes:
+                return self.exit_codes[pid]
+            return -signal.SIGKILL if self.gone else None
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+    def _send(self, message: dict) -> None:
+        try:
+            self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError) as err:
+            raise OSError(f"the fork server is gone: {err}") from None
+
+    def _read_answers(self) -> None:
+        for line in self.proc.stdout:
+            answer = json.loads(line)
+            with self.answered:
+                if "started" in answer:
+                    self.started.append(answer["started"])
+                else:
+                    self.exit_codes[answer["exited"]] = answer["code"]
+                self.answered.notify_all()
+        self.proc.wait()  # reap it: a zombie child would look alive to whoever lists this process's children
+        with self.answered:
+            self.gone = True
+            self.answered.notify_all()
+
+
+class _ForkedRank:
+    """A rank forked by the server, with the part of subprocess.Popen's interface that launch uses."""
+
+    def __init__(self, server: _ForkServer, pid: int):
+        self.server, self.pid = server, pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.server.exit_code(self.pid)
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def wait(self, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"rank process {self.pid}", timeout)
+            time.sleep(0.01)
+        return self.returncode
+
+
+def _serve_forks() -> None:
+    """The fork server's loop (a process of its own): fork a rank per request, report every rank's exit.
+
+    Requests are JSON lines on stdin: first {"sys_path"}, then one {"payload", "rank", "env", "log",
+    "preload"} per rank; answers go to stdout as {"started": pid} and {"exited": pid, "code": code}.
+    Modules named in "preload" are imported here, once, before the fork. The server exits, killing
+    its ranks, when stdin closes: the launcher is gone."""
+    lines = _lines(sys.stdin.fileno())
+    sys.path[:0] = [p for p in json.loads(next(lines))["sys_path"] if p not in sys.path]
+    children: set[int] = set()
+
+    def say(**answer) -> None:
+        os.write(1, json.dumps(answer).encode() + b"\n")
+
+    for request in lines:
+        if request is not None:
+            request = json.loads(request)
+            for name in request["preload"]:
+                try:
+                    __import__(name)
+                except Exception:  # noqa: BLE001  (the rank imports it again and reports the error)
+                    pass
+            pid = os.fork()
+            if pid == 0:
+                _forked_rank(request)
+            children.add(pid)
+            say(started=pid)
+        for pid in list(children):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                children.discard(pid)
+                say(exited=pid, code=os.waitstatus_to_exitcode(status))
+    for pid in children:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _lines(fd: int):
+    """Lines read from `fd` as they come, and None every 50 ms while none comes; stops at end of file."""
+    buffer = b""
+    while True:
+        if b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            yield line
+            continue
+        if not select.select([fd], [], [], 0.05)[0]:
+            yield None
+            continue
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return
+        buffer += chunk
+
+
+def _forked_rank(request: dict) -> None:
+    """In a freshly forked rank: its own session, its log as stdout and stderr, its environment; then run."""
+    code = 1
+    try:
+        os.setsid()
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        os.close(devnull)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        _worker_main(request["payload"], request["rank"])
+        code = 0
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+    finally:
+        os._exit(code)
 
 
 def _logs_text(out_dir: Path, world_size: int) -> str:

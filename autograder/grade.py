@@ -44,15 +44,15 @@ def grade_submission(submission: Submission, out: Path, limits: Limits, warm_ker
                      ) -> tuple[list[CellResult], Timing]:
     """Autograde one vetted submission (runs in a worker process); return its rows and where the time went.
 
-    With `warm_kernels`, the kernel is forked from this worker's zygote for the assignment
-    (autograder/warm.py), which imported the notebook's libraries once for all its submissions.
+    With `warm_kernels`, the kernel is forked from this worker's zygote (autograder/warm.py), which
+    imported the libraries of every notebook in the release once for all the worker's submissions.
     """
     started = time.perf_counter()
     workspace = prepare_workspace(submission, BUILD, out / ".work")
     source = workspace.root / "source" / submission.assignment / f"{submission.assignment}.ipynb"
     if warm_kernels:
         try:
-            warm.activate(warm.preload_modules(BUILD / "source" / submission.assignment / source.name))
+            warm.activate(warm.preload_modules(*sorted((BUILD / "source").glob("*/*.ipynb"))))
         except warm.ZygoteError as err:
             print(f"WARNING: cold kernel for {submission.student}/{submission.assignment}: {err}", file=sys.stderr)
     class_folder = submission.notebook.resolve().parents[2]  # <class>/<student>/<assignment>/<file>
@@ -92,8 +92,8 @@ def grade_class(submissions: list[Submission], out: Path, workers: int, limits: 
 
     Results of earlier runs are reused while the submission, source and limits are unchanged
     (see resume.py). On Ctrl-C the workers and every kernel are stopped, and the same command resumes.
-    Submissions are handed out assignment by assignment, so each worker's zygote (warm.py) serves
-    many submissions before the next assignment needs other libraries. `engine` "dask" grades on a
+    Submissions are handed out assignment by assignment (a worker's zygote, warm.py, serves them
+    all; the order keeps a resumed run's progress readable). `engine` "dask" grades on a
     Dask cluster (engines.py): a local one, or the one at `scheduler`.
     """
     rows: list[CellResult] = []

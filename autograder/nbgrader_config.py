@@ -49,6 +49,10 @@ c.GenerateAssignment.preprocessors = [
 c.Execute.timeout = Limits().cell_timeout
 c.GuardedExecute.notebook_timeout = Limits().notebook_timeout
 c.GuardedExecute.max_output_bytes = Limits().output_bytes
+# Once the last cell ran, the kernel is killed rather than asked to exit: its outputs are all in,
+# and the grader kills whatever it left running anyway. A graceful exit waits for ipykernel to
+# signal its children and see them go, ~3.4 s whenever a notebook leaves DataLoader workers behind.
+c.GuardedExecute.shutdown_kernel = "immediate"
 
 # GuardedExecute replaces nbgrader's Execute: a dead or stuck kernel costs only the cells
 # that did not run. nbgrader gives a test cell 0 points when anything reaches stderr, so a

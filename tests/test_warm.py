@@ -36,6 +36,8 @@ def test_preload_modules_are_the_notebooks_top_level_imports():
     assert {"torch", "numpy", "dlkit", "ipykernel.kernelapp"} <= set(modules)
     assert "tensorflow" not in modules
     assert "tensorflow" in warm.preload_modules(assignments()["05_tf1_vs_tf2"])
+    whole_class = warm.preload_modules(assignments()["01_tensors"], assignments()["05_tf1_vs_tf2"])
+    assert set(modules) | {"tensorflow"} <= set(whole_class), "one zygote serves every assignment of the class"
 
 
 def test_a_submission_cannot_reach_the_next_one_through_a_warm_kernel(release, tmp_path):

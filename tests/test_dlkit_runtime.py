@@ -67,7 +67,7 @@ def test_benchmark_measures_briefly_while_nbgrader_autogrades(monkeypatch):
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     assert dlkit.grading()
     timing = dlkit.benchmark(lambda: calls.append(1), warmup=3, repeats=7, number=10)
-    assert len(calls) == 1 + 3 and len(timing.times) == 3
+    assert len(calls) == 1 and len(timing.times) == 1, "while grading, one call is the whole measurement"
     monkeypatch.setenv("NBGRADER_EXECUTION", "validate")
     assert not dlkit.grading()
 

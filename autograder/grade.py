@@ -45,14 +45,14 @@ def grade_submission(submission: Submission, out: Path, limits: Limits, warm_ker
     """Autograde one vetted submission (runs in a worker process); return its rows and where the time went.
 
     With `warm_kernels`, the kernel is forked from this worker's zygote (autograder/warm.py), which
-    imported the libraries of every notebook in the release once for all the worker's submissions.
+    imported the libraries of every instructor notebook once for all the worker's submissions.
     """
     started = time.perf_counter()
     workspace = prepare_workspace(submission, BUILD, out / ".work")
     source = workspace.root / "source" / submission.assignment / f"{submission.assignment}.ipynb"
     if warm_kernels:
         try:
-            warm.activate(warm.preload_modules(*sorted((BUILD / "source").glob("*/*.ipynb"))))
+            warm.activate(warm.preload_modules(*assignments().values()))
         except warm.ZygoteError as err:
             print(f"WARNING: cold kernel for {submission.student}/{submission.assignment}: {err}", file=sys.stderr)
     class_folder = submission.notebook.resolve().parents[2]  # <class>/<student>/<assignment>/<file>

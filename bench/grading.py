@@ -100,6 +100,10 @@ def report(n: int, workers: int, stock_wall: float, kit_wall: float, stock_each,
         "",
         f"**Speed-up: {stock_wall / kit_wall:.1f}x** (stock wall time / kit wall time).",
         "",
+        f"Ceiling while every cell runs: with no overhead at all and the {workers} workers never idle, the kit "
+        f"would still need its cells' {kit_cells:.1f} s / {workers} = {kit_cells / workers:.1f} s, a speed-up "
+        f"of at most {stock_wall / (kit_cells / workers):.1f}x on this machine.",
+        "",
         "Scores: " + ("identical for every test cell (apart from the documented stderr rule: none differed)."
                       if not problems else "DIFFER:\n" + "\n".join(f"- {p}" for p in problems)),
         "",

@@ -19,6 +19,7 @@ from . import sandbox, warm
 from .course import nbgrader_config
 from .intake import Submission
 from .limits import Limits, kill_descendants
+from .preprocessors import INFRASTRUCTURE
 
 
 @dataclass(frozen=True)
@@ -79,3 +80,16 @@ def run_autograde(workspace: Workspace, limits: Limits, hide: list[Path]) -> tup
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
     return bool(result["success"]), result.get("log", "") + result.get("error", "")
+
+
+def infrastructure_failure(log: str) -> str | None:
+    """Why the grading machine (not the submission) failed, from an autograde log; None if it did not.
+
+    GuardedExecute raises KernelStartFailure when the kernel cannot start or fails before any
+    student code ran; nbgrader logs the traceback, whose last line names it.
+    """
+    lines = [line.strip() for line in log.splitlines() if line.strip().startswith(f"{INFRASTRUCTURE}:")
+             or f".{INFRASTRUCTURE}: " in line]
+    if not lines:
+        return None
+    return lines[-1].split(f"{INFRASTRUCTURE}: ", 1)[1]

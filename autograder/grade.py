@@ -11,7 +11,10 @@ its own workspace (several at once), and writes into OUT:
   gradebook.db, source/, submitted/   the class gradebook: OUT is an nbgrader course directory,
                   so `nbgrader formgrader` and `nbgrader export` work on it
 A submission that cannot be graded costs its student the points and the TA nothing: it gets
-error rows with the reason, and the rest of the class is graded.
+error rows with the reason, and the rest of the class is graded. A failure of the grading machine
+itself (a kernel that cannot start, a worker that dies) is never a student's zero: the submission
+is retried once with a cold kernel, and if it fails again the run stops (exit status 3) naming the
+cause, keeping what was graded so far for the next run.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from dlkit.devices import DEVICES_ENV, resolve_devices
 from tqdm.auto import tqdm
 
 from . import resume, sandbox, warm
-from .autograde import prepare_workspace, run_autograde
+from .autograde import Workspace, infrastructure_failure, prepare_workspace, run_autograde
 from .course import BUILD, RELEASE, assignments
 from .engines import ENGINES, dask_engine, local_engine
 from .feedback import write_feedback
@@ -40,23 +43,38 @@ from .report import Timing, grade_table, write_csvs, write_timings
 from .results import CellResult, autograded_cells, collect, execution_seconds
 
 
+class InfrastructureError(RuntimeError):
+    """The grading machine failed on a submission twice (its kernel could not start): the run stops."""
+
+
 def grade_submission(submission: Submission, out: Path, limits: Limits, warm_kernels: bool = True
                      ) -> tuple[list[CellResult], Timing]:
     """Autograde one vetted submission (runs in a worker process); return its rows and where the time went.
 
     With `warm_kernels`, the kernel is forked from this worker's zygote (autograder/warm.py), which
     imported the libraries of every instructor notebook once for all the worker's submissions.
+    A kernel that cannot start, or fails before any student code ran, is the machine's fault:
+    the submission is graded once more with a cold kernel, and if that fails too,
+    InfrastructureError stops the run rather than give the student a zero.
     """
     started = time.perf_counter()
-    workspace = prepare_workspace(submission, BUILD, out / ".work")
-    source = workspace.root / "source" / submission.assignment / f"{submission.assignment}.ipynb"
     if warm_kernels:
         try:
             warm.activate(warm.preload_modules(*assignments().values()))
         except warm.ZygoteError as err:
             print(f"WARNING: cold kernel for {submission.student}/{submission.assignment}: {err}", file=sys.stderr)
-    class_folder = submission.notebook.resolve().parents[2]  # <class>/<student>/<assignment>/<file>
-    success, log = run_autograde(workspace, limits, hide=[out, class_folder])
+    workspace, success, log = _autograde_once(submission, out, limits)
+    if (reason := infrastructure_failure(log)) is not None:
+        print(f"WARNING: {submission.student}/{submission.assignment}: {reason}; retrying once with a cold kernel",
+              file=sys.stderr)
+        shutil.rmtree(workspace.root, ignore_errors=True)
+        with warm.suspended():
+            workspace, success, log = _autograde_once(submission, out, limits)
+        if (reason := infrastructure_failure(log)) is not None:
+            shutil.rmtree(workspace.root, ignore_errors=True)
+            raise InfrastructureError(f"{submission.student}/{submission.assignment}: {reason} "
+                                      "(and again with a cold kernel)")
+    source = workspace.root / "source" / submission.assignment / f"{submission.assignment}.ipynb"
     rows = collect(workspace, source, success, log)
     executing = 0.0
     if workspace.autograded_notebook.exists():
@@ -69,6 +87,14 @@ def grade_submission(submission: Submission, out: Path, limits: Limits, warm_ker
         (out / "logs" / f"{submission.student}--{submission.assignment}.log").write_text(log, encoding="utf-8")
     shutil.rmtree(workspace.root, ignore_errors=True)
     return rows, Timing(submission.student, submission.assignment, time.perf_counter() - started, executing)
+
+
+def _autograde_once(submission: Submission, out: Path, limits: Limits) -> tuple[Workspace, bool, str]:
+    """One nbgrader autograde of `submission` in a fresh workspace: (workspace, success, log)."""
+    workspace = prepare_workspace(submission, BUILD, out / ".work")
+    class_folder = submission.notebook.resolve().parents[2]  # <class>/<student>/<assignment>/<file>
+    success, log = run_autograde(workspace, limits, hide=[out, class_folder])
+    return workspace, success, log
 
 
 def problem_rows(submission: Submission) -> list[CellResult]:
@@ -126,11 +152,13 @@ def grade_class(submissions: list[Submission], out: Path, workers: int, limits: 
                     s = futures[future]
                     try:
                         graded, timing = future.result()
-                        timings.append(timing)
-                        resume.save(out, s, limits, graded)
-                    except Exception as err:  # a worker that died must not lose the rest of the class
-                        graded = problem_rows(Submission(s.student, s.assignment, s.notebook,
-                                                         f"grading crashed: {type(err).__name__}: {err}"))
+                    except InfrastructureError:
+                        raise
+                    except Exception as err:  # the grader itself broke (a worker died): not the student's doing
+                        raise InfrastructureError(f"{s.student}/{s.assignment}: grading crashed: "
+                                                  f"{type(err).__name__}: {err}") from err
+                    timings.append(timing)
+                    resume.save(out, s, limits, graded)
                     rows.extend(graded)
                     progress.set_postfix_str(f"{s.student}/{s.assignment}")
                     progress.update()
@@ -139,6 +167,10 @@ def grade_class(submissions: list[Submission], out: Path, workers: int, limits: 
             kill_descendants()
             print(f"\ninterrupted: results so far are kept in {out}/.done; run the same command to finish",
                   file=sys.stderr)
+            raise
+        except InfrastructureError:
+            pool.abort()
+            kill_descendants()
             raise
     shutil.rmtree(out / ".work", ignore_errors=True)
     for student, assignment in sorted({(r.student_id, r.assignment) for r in rows}):
@@ -217,6 +249,12 @@ def main(argv: list[str] | None = None) -> int:
                            scheduler=args.scheduler)
     except KeyboardInterrupt:
         return 130
+    except InfrastructureError as err:
+        print(f"\nerror: grading stopped because the grading machine failed, not a student: {err}\n"
+              f"No grade was recorded for that submission, and no grades.csv was written. Submissions graded "
+              f"so far are kept in {args.out}/.done: fix the cause (the workers' logs are in {args.out}/logs) "
+              f"and run the same command again to finish.", file=sys.stderr)
+        return 3
     print(grade_table(rows))
     print(f"\nwrote {args.out}/grades.csv, results.csv, feedback/ and the class gradebook for "
           f"{len(submissions)} submissions")

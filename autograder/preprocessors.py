@@ -22,6 +22,17 @@ from .kernel import SandboxedKernelManager
 NOT_RUN = "CellNotRun"
 NOTEBOOK_TIMEOUT = "NotebookTimeout"
 KERNEL_DIED = "DeadKernelError"
+#: What the log of an autograde says when the grading machine, not the submission, failed (autograde.py reads it).
+INFRASTRUCTURE = "KernelStartFailure"
+
+
+class KernelStartFailure(RuntimeError):
+    """The kernel could not start, or failed before any student code ran: the grading machine's fault.
+
+    Raised out of GuardedExecute so that nbgrader's autograde fails as a whole; the grader then
+    retries the submission once with a cold kernel and, failing again, stops the run instead of
+    recording a zero (see grade.grade_submission).
+    """
 
 
 def error_output(name: str, message: str) -> NotebookNode:
@@ -38,7 +49,9 @@ class GuardedExecute(Execute):
     - after a timeout, a kernel that does not answer within `stuck_grace` seconds is killed;
     - once the kernel is dead or killed, the remaining cells get an error output saying why
       they did not run, and grading goes on, so the cells that ran keep their grades;
-    - output beyond `max_output_bytes` per cell is dropped as it arrives.
+    - output beyond `max_output_bytes` per cell is dropped as it arrives;
+    - a kernel that cannot start, or that dies or fails in the grader's own first cell (inserted by
+      GuardTests before any student cell), raises KernelStartFailure: that is never the student's doing.
     """
 
     def __init__(self, *args, **kwargs):
@@ -52,11 +65,23 @@ class GuardedExecute(Execute):
     def preprocess(self, nb, resources=None, km=None):
         self._deadline = time.monotonic() + self.notebook_timeout
         self._stopped: tuple[str, str] | None = None  # (error name, why) once execution was abandoned
-        return super().preprocess(nb, resources, km)
+        self._student_code_started = False
+        try:
+            return super().preprocess(nb, resources, km)
+        except KernelStartFailure:
+            raise
+        except Exception as err:
+            if self._student_code_started:
+                raise
+            raise KernelStartFailure(f"the kernel did not start: {type(err).__name__}: {err}") from err
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code":
             return cell, resources
+        if index > 0:
+            self._student_code_started = True
+        elif self._stopped is None:
+            return self._run_grader_cell(cell, resources, index)
         remaining = self._deadline - time.monotonic()
         if self._stopped is None and remaining <= 1:
             self._stopped = (NOTEBOOK_TIMEOUT, f"the notebook ran past its {self.notebook_timeout} s limit")
@@ -84,6 +109,18 @@ class GuardedExecute(Execute):
         if any(o.get("ename") == "CellTimeoutError" for o in cell.outputs) and not self._kernel_answers():
             self._stopped = (NOT_RUN, f"cell {index} ran past the time limit and its kernel ignored the interrupt")
             self._kill_kernel()
+        return cell, resources
+
+    def _run_grader_cell(self, cell, resources, index):
+        """Run the grader's own first cell; any failure there is the grading machine's, not the student's."""
+        try:
+            cell, resources = super().preprocess_cell(cell, resources, index)
+        except (DeadKernelError, CellTimeoutError) as err:
+            raise KernelStartFailure(f"the kernel died before any student code ran: {type(err).__name__}: {err}") from err
+        error = next((o for o in cell.outputs if o.get("output_type") == "error"), None)
+        if error is not None:
+            raise KernelStartFailure(f"the grader's first cell failed in the kernel: {error.get('ename')}: "
+                                     f"{error.get('evalue')}")
         return cell, resources
 
     def _kernel_answers(self) -> bool:

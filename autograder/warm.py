@@ -21,6 +21,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -43,6 +45,13 @@ ALWAYS = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.debugger", "ma
 #: and onnxscript (1.3 s).
 ON_FIRST_USE = {"torch": ("torch._dynamo", "torch._inductor.compile_fx"),
                 "onnx": ("torch.onnx._internal.exporter._core", "onnxscript")}
+
+
+#: The zygote's environment on top of the worker's. Importing torch's compiler stack calls
+#: torch.cuda.is_available(), which by default initialises CUDA through cudaGetDeviceCount; a kernel
+#: forked after that gets "Cannot re-initialize CUDA in forked subprocess" (seen on an H100: every cuda
+#: test failed). Asked through NVML instead, the zygote learns the device count without touching CUDA.
+ZYGOTE_ENV = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
 
 
 class ZygoteError(RuntimeError):
@@ -125,7 +134,7 @@ class Zygote:
         become_subreaper()
         self.modules = modules
         self.process = subprocess.Popen([sys.executable, str(ZYGOTE), *modules], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, text=True, cwd="/")
+                                        stdout=subprocess.PIPE, text=True, cwd="/", env={**os.environ, **ZYGOTE_ENV})
         self.loaded = self._read(start_timeout).get("ready", [])
 
     @property
@@ -165,6 +174,7 @@ class Zygote:
 
 
 _active: Zygote | None = None
+_suspended = False
 
 
 def activate(modules: tuple[str, ...]) -> Zygote:
@@ -178,6 +188,17 @@ def activate(modules: tuple[str, ...]) -> Zygote:
     return _active
 
 
+@contextmanager
+def suspended() -> Iterator[None]:
+    """Within the block, kernels of this process start cold even though a zygote is active (a retry)."""
+    global _suspended
+    _suspended = True
+    try:
+        yield
+    finally:
+        _suspended = False
+
+
 def deactivate() -> None:
     """Stop the zygote (if any): kernels start cold again."""
     global _active
@@ -188,7 +209,7 @@ def deactivate() -> None:
 
 def active() -> Zygote | None:
     """The zygote kernels of this process fork from, or None for cold kernels."""
-    return _active if _active is not None and _active.alive() else None
+    return _active if _active is not None and _active.alive() and not _suspended else None
 
 
 def spared() -> set[int]:

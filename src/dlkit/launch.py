@@ -424,9 +424,11 @@ class _ForkServer:
     def __init__(self) -> None:
         # A session of its own: a Jupyter kernel shutting down signals the children in its process group
         # and waits for them to go; the server instead exits by itself when the kernel's end of stdin closes.
+        # Ranks are forked from it: it must never initialise CUDA, so torch asks NVML, not the CUDA
+        # runtime, whether a GPU is there (a rank forked after cudaGetDeviceCount cannot use CUDA).
         self.proc = subprocess.Popen([sys.executable, "-c", _SERVER_BOOTSTRAP, _PACKAGE_ROOT],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)
+                                     start_new_session=True, env={**os.environ, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"})
         self.exit_codes: dict[int, int] = {}
         self.started: list[int] = []
         self.answered = threading.Condition()

@@ -10,7 +10,7 @@ WORKERS     ?= $(shell nproc 2>/dev/null || echo 2)
 GRADE_FLAGS ?=
 DEVICES     ?= auto
 
-.PHONY: venv release publish grade demo slides test bench clean
+.PHONY: venv release publish grade demo slides test bench gpu-check clean
 
 venv: $(VENV)/.installed
 
@@ -48,6 +48,10 @@ test: venv
 ## Stock sequential nbgrader vs the kit on the same 24 submissions; writes bench/results.md (~15 min)
 bench: release
 	$(PY) -m bench.grading --workers $(WORKERS)
+
+## On a machine with a CUDA GPU: run the torch notebooks on cpu,cuda, grade their samples, check; writes build/gpu-check/gpu-check.md
+gpu-check: release
+	$(PY) -m autograder.gpu_check build/gpu-check
 
 clean:
 	rm -rf build

@@ -75,7 +75,8 @@ def dask_engine(workers: int, log_dir: Path, limits: Limits, scheduler: str | No
             init_worker(log_dir, limits, env)
 
     env = {k: v for k, v in os.environ.items()
-           if k in ("MPLBACKEND", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "DLKIT_DEVICES")}
+           if k in ("MPLBACKEND", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "DLKIT_DEVICES",
+                    "NVIDIA_TF32_OVERRIDE")}
     cluster = None
     if scheduler is None:
         cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,

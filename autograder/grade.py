@@ -97,6 +97,20 @@ def _autograde_once(submission: Submission, out: Path, limits: Limits) -> tuple[
     return workspace, success, log
 
 
+def grading_devices(spec: str) -> list[str]:
+    """The device kinds every test cell visits: `spec` resolved, and for "auto" on a machine with no
+    accelerator, the simulated one (dlkit.fakegpu) as well.
+
+    A hidden `.cpu()`, a tensor created without `device=` or `.numpy()` on a device tensor must cost
+    a student the same points on a laptop as on a GPU server; without an accelerator only the
+    simulation can show them. Named kinds ("cpu", "cpu,cuda") are taken as they are.
+    """
+    kinds = resolve_devices(spec)
+    if spec.strip().lower() in ("", "auto") and kinds == ["cpu"]:
+        kinds.append("fakegpu")
+    return kinds
+
+
 def problem_rows(submission: Submission) -> list[CellResult]:
     """Error rows for a submission that could not be graded: one per test cell, or one if the assignment is unknown."""
     source = assignments().get(submission.assignment)
@@ -137,6 +151,10 @@ def grade_class(submissions: list[Submission], out: Path, workers: int, limits: 
         print(f"{len(submissions) - len(todo)} submissions already graded or ungradable; grading {len(todo)}",
               file=sys.stderr)
     os.environ.setdefault("MPLBACKEND", "Agg")  # kernels inherit it: no plot windows while grading
+    # On Ampere and later GPUs TensorFlow computes float32 matmuls and convolutions in TF32 by default (10
+    # mantissa bits), and torch its cuDNN convolutions: off while grading, so that float32 answers are
+    # checked in float32 on every machine and a grade never depends on the GPU generation.
+    os.environ.setdefault("NVIDIA_TF32_OVERRIDE", "0")
     # Each kernel gets its share of the cores: BLAS and OpenMP pools sized for the whole machine in
     # every one of `workers` kernels oversubscribe it (one mid-sized matmul measured 20x slower).
     threads = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
@@ -191,8 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--with-blank", action="store_true", help="also grade the blank release as student 'blank'")
     parser.add_argument("--assignments", default="", help="comma-separated assignments to grade (default: all)")
     parser.add_argument("--devices", default=os.environ.get(DEVICES_ENV, "auto"),
-                        help="device kinds tests run on: auto (all this machine has) or e.g. cpu,cuda; "
-                             "a kind named but absent is reported as skipped")
+                        help="device kinds tests run on: auto (all this machine has; on a machine without an "
+                             "accelerator, the simulated fakegpu too) or e.g. cpu,cuda; a kind named but absent "
+                             "is reported as skipped")
     defaults = Limits()
     parser.add_argument("--cell-timeout", type=int, default=defaults.cell_timeout, help="seconds per cell")
     parser.add_argument("--notebook-timeout", type=int, default=defaults.notebook_timeout, help="seconds per notebook")
@@ -214,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"WARNING: student code will run WITHOUT isolation (it can read the class's files and use the "
               f"network): {sandbox.unavailable_reason()}", file=sys.stderr)
     try:  # kernels inherit the environment: every test cell visits exactly these kinds
-        os.environ[DEVICES_ENV] = ",".join(resolve_devices(args.devices))
+        os.environ[DEVICES_ENV] = ",".join(grading_devices(args.devices))
     except ValueError as err:
         print(f"error: --devices: {err}", file=sys.stderr)
         return 2

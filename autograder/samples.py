@@ -67,6 +67,15 @@ def expected_failures() -> dict[str, dict[str, list[str]]]:
             for assignment, table in _expected_files().items()}
 
 
+def expected_failures_on(kind: str) -> dict[str, dict[str, list[str]]]:
+    """{assignment: {student: [grade_ids that must fail]}} when the default grader runs on a machine with
+    device `kind` (e.g. "cuda"): the top-level lists, except where a [<kind>] table says otherwise."""
+    merged = expected_failures()
+    for assignment, per in expected_device_failures(kind).items():
+        merged.setdefault(assignment, {}).update(per)
+    return merged
+
+
 def expected_device_failures(kind: str) -> dict[str, dict[str, list[str]]]:
     """{assignment: {student: [grade_ids that must fail on `kind`]}} from the [<kind>] tables.
 

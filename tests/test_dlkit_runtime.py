@@ -87,6 +87,18 @@ def test_gpu_peak_lookup_prefers_the_most_specific_name():
     assert hardware.gpu_peak_flops("NVIDIA GeForce RTX 3090") == 35.6e12
     assert hardware.gpu_peak_flops("Tesla T4") == 8.1e12
     assert hardware.gpu_peak_flops("Some Future GPU") is None
+    assert hardware.gpu_peak_flops("NVIDIA H100 PCIe", "bf16") == 756e12, "PCIe before the SXM default"
+    assert hardware.gpu_peak_flops("NVIDIA L40S") == 91.6e12, "not the L4's"
+
+
+def test_gpu_peaks_per_precision_are_the_tensor_core_spec_figures():
+    h100 = "NVIDIA H100 80GB HBM3"
+    assert [hardware.gpu_peak_flops(h100, p) for p in ("fp32", "tf32", "bf16", "fp16")] == [67e12, 495e12, 989e12, 989e12]
+    assert hardware.gpu_peak_flops("NVIDIA A100-SXM4-80GB", "tf32") == 156e12
+    assert hardware.gpu_peak_flops("Tesla T4", "fp16") == 65e12
+    assert hardware.gpu_peak_flops("Tesla T4", "bf16") is None, "Turing's tensor cores have no bf16"
+    with pytest.raises(ValueError):
+        hardware.gpu_peak_flops(h100, "fp8")
 
 
 def test_cpu_peak_follows_cores_clock_and_vector_width(monkeypatch):

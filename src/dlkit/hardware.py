@@ -10,21 +10,31 @@ import os
 import re
 from pathlib import Path
 
-# FP32 peak (FLOP/s, without tensor cores) of GPUs students meet on Colab and clusters.
-GPU_FP32_PEAK = {
-    "H200": 67e12,
-    "H100": 67e12,
-    "A100": 19.5e12,
-    "L4": 30.3e12,
-    "A10": 31.2e12,
-    "T4": 8.1e12,
-    "V100": 15.7e12,
-    "P100": 9.3e12,
-    "K80": 4.1e12,
-    "RTX 3090": 35.6e12,
-    "RTX 2080 Ti": 13.4e12,
-    "TITAN RTX": 16.3e12,
+#: Spec-sheet peaks (FLOP/s, dense, no structured sparsity) of GPUs students meet on Colab and clusters,
+#: per precision: "fp32" on the ordinary cores; "tf32", "bf16" and "fp16" on the tensor cores (FP32
+#: accumulation). A precision a GPU's tensor cores lack is absent. Sources: NVIDIA's data sheets
+#: (H100/H200 SXM and PCIe/NVL, A100, L40S, L40, L4, A10, A10G, T4, V100) and the Ampere GA102 white paper (RTX 3090).
+GPU_PEAKS = {
+    "H200 NVL": {"fp32": 60e12, "tf32": 418e12, "bf16": 835e12, "fp16": 835e12},
+    "H200": {"fp32": 67e12, "tf32": 495e12, "bf16": 989e12, "fp16": 989e12},
+    "H100 NVL": {"fp32": 60e12, "tf32": 418e12, "bf16": 835e12, "fp16": 835e12},
+    "H100 PCIE": {"fp32": 51e12, "tf32": 378e12, "bf16": 756e12, "fp16": 756e12},
+    "H100": {"fp32": 67e12, "tf32": 495e12, "bf16": 989e12, "fp16": 989e12},  # SXM
+    "A100": {"fp32": 19.5e12, "tf32": 156e12, "bf16": 312e12, "fp16": 312e12},
+    "L40S": {"fp32": 91.6e12, "tf32": 183e12, "bf16": 362e12, "fp16": 362e12},
+    "L40": {"fp32": 90.5e12, "tf32": 90.5e12, "bf16": 181e12, "fp16": 181e12},
+    "L4": {"fp32": 30.3e12, "tf32": 60e12, "bf16": 121e12, "fp16": 121e12},
+    "A10G": {"fp32": 31.2e12, "tf32": 35e12, "bf16": 70e12, "fp16": 70e12},
+    "A10": {"fp32": 31.2e12, "tf32": 62.5e12, "bf16": 125e12, "fp16": 125e12},
+    "T4": {"fp32": 8.1e12, "fp16": 65e12},
+    "V100": {"fp32": 15.7e12, "fp16": 125e12},
+    "P100": {"fp32": 9.3e12},
+    "K80": {"fp32": 4.1e12},
+    "RTX 3090": {"fp32": 35.6e12, "tf32": 35.6e12, "bf16": 71e12, "fp16": 71e12},
+    "RTX 2080 Ti": {"fp32": 13.4e12},
+    "TITAN RTX": {"fp32": 16.3e12},
 }
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 
 
 def _cpu_flags_and_mhz() -> tuple[set[str], float | None]:
@@ -66,23 +76,29 @@ def cpu_peak_flops(cores: int | None = None, clock_hz: float | None = None) -> f
     return cores * clock_hz * per_cycle
 
 
-def gpu_peak_flops(name: str) -> float | None:
-    """FP32 peak for a GPU name such as "NVIDIA A100-SXM4-40GB", or None if the kit does not know it."""
+def gpu_peak_flops(name: str, precision: str = "fp32") -> float | None:
+    """Peak of a GPU named like "NVIDIA A100-SXM4-40GB" in `precision` (fp32, tf32, bf16, fp16), or None
+    if the kit does not know the GPU or its tensor cores lack that precision."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     upper = name.upper()
-    for model in sorted(GPU_FP32_PEAK, key=len, reverse=True):  # "RTX 3090" before "RTX"
+    for model in sorted(GPU_PEAKS, key=len, reverse=True):  # "H100 PCIE" before "H100"
         if model.upper() in upper:
-            return GPU_FP32_PEAK[model]
+            return GPU_PEAKS[model].get(precision)
     return None
 
 
-def device_peak_flops(kind: str) -> float | None:
-    """FP32 peak of a torch device kind ("cpu", "cuda", ...), or None where no estimate exists."""
+def device_peak_flops(kind: str, precision: str = "fp32") -> float | None:
+    """Peak of a torch device kind ("cpu", "cuda", ...) in `precision`, or None where no estimate exists.
+
+    The CPU estimate exists for fp32 only (see cpu_peak_flops).
+    """
     if kind == "cpu":
-        return cpu_peak_flops()
+        return cpu_peak_flops() if precision == "fp32" else None
     if kind == "cuda":
         import torch
 
-        return gpu_peak_flops(torch.cuda.get_device_name())
+        return gpu_peak_flops(torch.cuda.get_device_name(), precision)
     return None
 
 

@@ -77,3 +77,16 @@ def test_assert_close_accepts_tensors_that_require_grad():
     dlkit.assert_close(w * 1.0, w)
     with pytest.raises(AssertionError, match="is off"):
         dlkit.assert_close(w * 2.0, w)
+
+
+def test_assert_no_float64_catches_a_float64_detour_that_the_result_hides():
+    import torch
+
+    from dlkit import assert_no_float64
+
+    x = torch.randn(4, 3)
+    assert torch.equal(assert_no_float64(lambda t: (t * 2).sum(0), x), (x * 2).sum(0))
+    with pytest.raises(AssertionError, match="computes in float64"):
+        assert_no_float64(lambda t: (t.double() * 2).float(), x, name="scale")
+    with pytest.raises(AssertionError, match="mul"):
+        assert_no_float64(lambda t: t * torch.tensor([2.0], dtype=torch.float64), x)

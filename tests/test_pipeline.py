@@ -22,7 +22,19 @@ whole_class = pytest.mark.skipif(bool(FILTER), reason="KIT_ASSIGNMENTS limits th
 
 
 def rows_of(graded, student, assignment):
-    return {r["grade_id"]: r for r in graded["results"] if (r["student_id"], r["assignment"]) == (student, assignment)}
+    """{grade_id: row} of one submission; a test checked on several devices shows its worst device's row.
+
+    Default grading visits every device kind the machine has (and the simulated accelerator where it
+    has none): a test failed if any of its device rows failed; a skipped device is not a failure.
+    """
+    rank = {"passed": 0, "skipped": 1}
+    found: dict[str, dict] = {}
+    for r in graded["results"]:
+        if (r["student_id"], r["assignment"]) == (student, assignment):
+            kept = found.get(r["grade_id"])
+            if kept is None or rank.get(r["status"], 2) > rank.get(kept["status"], 2):
+                found[r["grade_id"]] = r
+    return {gid: (dict(r, status="passed") if r["status"] == "skipped" else r) for gid, r in found.items()}
 
 
 SAMPLES = [(student, assignment, failing) for assignment, per in expected_failures().items()

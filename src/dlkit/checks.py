@@ -85,3 +85,33 @@ def assert_same_placement(actual, like, *, name: str = "result") -> None:
         if want is not None and got != want:
             raise AssertionError(f"{name} has {attr} {got}, but the inputs had {attr} {want}: "
                                  f"results must stay on the inputs' {attr}")
+
+
+def assert_no_float64(fn, *args, name: str = "the function") -> object:
+    """Call `fn(*args)` on tensors without float64 and fail if any operation it ran made a float64 tensor.
+
+    A TPU or an Apple GPU has no float64, and a consumer GPU computes it many times slower, so
+    code that keeps "the inputs' dtype" must not compute in float64 on the way (a `.double()`, a
+    float64 constant) even when it casts back at the end. That is invisible in the result on a CPU
+    or a CUDA GPU, so the operations are watched as they run: the same verdict on every machine.
+    Returns what `fn` returned.
+    """
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    made: list[str] = []
+
+    class WatchFloat64(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if any(isinstance(t, torch.Tensor) and t.dtype == torch.float64 for t in tree_flatten(out)[0]):
+                made.append(func.overloadpacket.__name__)
+            return out
+
+    with WatchFloat64():
+        result = fn(*args)
+    if made:
+        raise AssertionError(f"{name} computes in float64 (operations {', '.join(dict.fromkeys(made))}) on float32 "
+                             "inputs: keep the inputs' dtype throughout; TPUs and Apple GPUs have no float64")
+    return result

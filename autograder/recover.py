@@ -72,10 +72,22 @@ def defined_names(source: str) -> tuple[set[str], set[str]]:
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             defs.add(node.name)
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        for target in targets:
-            assigned |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        if isinstance(node, ast.Assign):
+            assigned |= set().union(*(_bound(t) for t in node.targets))
+        elif isinstance(node, ast.AnnAssign):
+            assigned |= _bound(node.target)
     return defs, assigned
+
+
+def _bound(target: ast.expr) -> set[str]:
+    """Names an assignment target binds: `a`, `a, (b, *c)`; not `x.attr` or `x[i]`, which bind nothing new."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return set().union(*(_bound(t) for t in target.elts))
+    if isinstance(target, ast.Starred):
+        return _bound(target.value)
+    return set()
 
 
 def answer_names(source: NotebookNode) -> dict[str, set[str]]:

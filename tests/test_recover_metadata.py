@@ -65,7 +65,7 @@ def without_extras(nb) -> list:
 
 
 def assert_release_with_answers(rebuilt, release, answers):
-    """Every release cell, in release order, with its metadata; solution sources are `answers`, the rest the release's."""
+    """Every release cell in release order, with its metadata; solution sources are `answers`, others the release's."""
     cells = without_extras(rebuilt)
     assert [c.get("id") for c in cells] == [c.get("id") for c in release.cells]
     for got, want in zip(cells, release.cells):
@@ -100,11 +100,12 @@ def test_a_stripped_release_reference_is_rebuilt_into_the_reference(built, name)
     rebuilt = rebuild(stripped(ref), *built[name])
     assert_release_with_answers(rebuilt, built[name][0], solutions(ref))
     assert len(rebuilt.cells) == len(built[name][0].cells)  # no cell taken for the student's own
+    nbformat.validate(rebuilt)
 
 
 @pytest.mark.parametrize("name", ALL)
 def test_each_stored_reference_stripped_gets_its_answers_and_the_release(built, name):
-    """The stored samples predate some release edits: their lecture cells that differ are kept as the student's extras."""
+    """The stored samples predate some release edits: lecture cells that differ are kept as the student's extras."""
     ref = reference(name)
     release, _ = built[name]
     rebuilt = rebuild(stripped(ref), *built[name])
@@ -149,7 +150,7 @@ def test_shuffled_partly_stripped_answers_are_put_back_in_order_with_their_helpe
 
 
 def test_only_the_answers_come_from_the_student(built):
-    """An edited test, a fake graded cell and a cell before the setup stay plain cells; tests and setup are the release's."""
+    """An edited test, a fake graded cell, a cell above the setup: plain cells; tests and setup stay the release's."""
     release, _ = built["01_tensors"]
     student = stripped(reference_submission("01_tensors"))
     test = next(i for i, c in enumerate(release.cells) if grade_id(c) == "test_matmul_flops")
@@ -163,7 +164,8 @@ def test_only_the_answers_come_from_the_student(built):
     graded = [c for c in rebuilt.cells if c.metadata.get("nbgrader", {}).get("grade")]
     assert graded == [c for c in release.cells if c.metadata.get("nbgrader", {}).get("grade")]
     extras = [c for c in rebuilt.cells if c.get("id", "").startswith("student-extra-")]
-    assert {c.source for c in extras} == {"pass  # the test, emptied", "assert True", "import builtins  # before everything"}
+    assert {c.source for c in extras} == {"pass  # the test, emptied", "assert True",
+                                          "import builtins  # before everything"}
     assert all(c.metadata == {} for c in extras)
     early = next(i for i, c in enumerate(rebuilt.cells) if c.source.startswith("import builtins"))
     assert is_solution(rebuilt.cells[early + 1])  # moved to just before the first answer, after the setup
@@ -248,3 +250,20 @@ def test_a_stripped_reference_gets_full_marks_and_a_symlink_error_rows(release, 
         linked = [row for row in csv.DictReader(f) if row["student_id"] == "linked"]
     assert linked and all(r["status"] == "error" and "symbolic link" in r["message"] for r in linked)
     shutil.rmtree(out)
+
+
+def test_an_answer_that_only_assigns_is_recognised_by_the_variable():
+    """A "fill in this value" exercise defines no function: the variable it assigns identifies it."""
+    def cell(source, grade_id=None, **flags):
+        c = new_code_cell(source)
+        if grade_id:
+            c.metadata["nbgrader"] = {"grade_id": grade_id, "schema_version": 3, "grade": False, "locked": False,
+                                      "solution": False, **flags}
+        return c
+    source = new_notebook(cells=[cell("learning_rate = 0.1  ### BEGIN SOLUTION", "lr", solution=True),
+                                 cell("assert learning_rate < 1", "test_lr", grade=True, locked=True, points=1)])
+    release = copy.deepcopy(source)
+    release.cells[0].source = "learning_rate = None  # YOUR CODE HERE"
+    student = new_notebook(cells=[new_code_cell("steps = 10"), new_code_cell("learning_rate = 0.05")])
+    rebuilt = rebuild(student, release, source)
+    assert [c.source for c in rebuilt.cells] == ["steps = 10", "learning_rate = 0.05", "assert learning_rate < 1"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import csv
-import shutil
 import subprocess
 import sys
 
@@ -229,11 +228,16 @@ def test_a_notebook_that_answers_nothing_recognisable_is_refused(built):
 
 
 @pytest.mark.pipeline
-def test_a_stripped_reference_gets_full_marks_and_a_symlink_error_rows(release, tmp_path):
+def test_a_stripped_reference_gets_full_marks_an_ambiguous_one_and_a_symlink_error_rows(release, tmp_path):
     class_dir = tmp_path / "class"
     folder = class_dir / "stripped" / "01_tensors"
     folder.mkdir(parents=True)
     nbformat.write(stripped(reference("01_tensors")), folder / "01_tensors.ipynb")
+    ambiguous = stripped(reference("01_tensors"))
+    ambiguous.cells.append(new_code_cell("def conv2d_single(x, w):\n    return x"))
+    del ambiguous.cells[-1]["id"]  # nbformat 4.4, like the rest of it
+    (class_dir / "ambiguous" / "01_tensors").mkdir(parents=True)
+    nbformat.write(ambiguous, class_dir / "ambiguous" / "01_tensors" / "01_tensors.ipynb")
     (class_dir / "linked" / "01_tensors").mkdir(parents=True)
     (class_dir / "linked" / "01_tensors" / "01_tensors.ipynb").symlink_to(NOTEBOOKS / "01_tensors.ipynb")
     out = tmp_path / "out"
@@ -247,9 +251,13 @@ def test_a_stripped_reference_gets_full_marks_and_a_symlink_error_rows(release, 
     assert (float(grades["stripped"]["score"]), float(grades["stripped"]["max_score"])) == (12.0, 12.0)
     assert float(grades["linked"]["score"]) == 0.0
     with open(out / "results.csv", newline="") as f:
-        linked = [row for row in csv.DictReader(f) if row["student_id"] == "linked"]
-    assert linked and all(r["status"] == "error" and "symbolic link" in r["message"] for r in linked)
-    shutil.rmtree(out)
+        rows = list(csv.DictReader(f))
+    linked = [row for row in rows if row["student_id"] == "linked"]
+    assert len(linked) == 10 and all(r["status"] == "error" and "symbolic link" in r["message"] for r in linked)
+    refused = [row for row in rows if row["student_id"] == "ambiguous"]
+    assert len(refused) == 10 and all(r["status"] == "error" and "2 cells answer conv2d_single" in r["message"]
+                                      for r in refused)
+    assert "cannot grade ambiguous/01_tensors: this notebook has lost its grading metadata" in proc.stderr
 
 
 def test_an_answer_that_only_assigns_is_recognised_by_the_variable():

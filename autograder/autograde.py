@@ -2,7 +2,8 @@
 
 Each submission gets a private nbgrader course directory (a copy of the release gradebook,
 the instructor source, the submitted notebook). Workers therefore never share a SQLite
-gradebook, and the student's original file is only ever read.
+gradebook, and the student's original file is only ever read. A submitted notebook that lost its
+grading metadata is put there rebuilt from the release (recover.py).
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import nbformat
 from nbgrader.converters import Autograde
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.utils import capture_log
 
-from . import sandbox, warm
+from . import recover, sandbox, warm
 from .course import nbgrader_config
-from .intake import Submission
+from .intake import Submission, read_notebook_bytes
 from .limits import Limits, kill_descendants
 from .preprocessors import INFRASTRUCTURE
 
@@ -49,7 +51,13 @@ def prepare_workspace(submission: Submission, release_root: Path, work_root: Pat
     shutil.copy2(release_root / "gradebook.db", root / "gradebook.db")
     submitted = root / "submitted" / submission.student / name
     submitted.mkdir(parents=True)
-    shutil.copyfile(submission.notebook, submitted / f"{name}.ipynb")  # a copy: the original stays untouched
+    data = read_notebook_bytes(submission.notebook)  # a copy: the original stays untouched
+    rebuilt = recover.rebuild_file(data.decode("utf-8"), release_root / "release" / name / f"{name}.ipynb",
+                                   root / "source" / name / f"{name}.ipynb")
+    if rebuilt is None:
+        (submitted / f"{name}.ipynb").write_bytes(data)
+    else:  # it lost its grading metadata: its answers, matched by name, in the release (intake vetted it)
+        nbformat.write(rebuilt, submitted / f"{name}.ipynb")
     return Workspace(root, submission.student, name)
 
 

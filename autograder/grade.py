@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (BUILD / "gradebook.db").exists():
         build_release()
     try:
-        submissions = discover(args.submissions, set(assignments()))
+        submissions = discover(args.submissions, set(assignments()), BUILD)
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -260,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     for s in submissions:
         if s.problem:
             print(f"cannot grade {s.student}/{s.assignment}: {s.problem}", file=sys.stderr)
+        elif s.note:
+            print(f"note: {s.student}/{s.assignment}: {s.note}", file=sys.stderr)
     with contextlib.suppress(OSError, AttributeError):  # Linux only; elsewhere Ctrl-C may leave kernels behind
         become_subreaper()  # so that on Ctrl-C no kernel outlives the run, even one a worker left behind
     try:

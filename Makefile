@@ -22,9 +22,14 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e ".[course]"
 	touch $@
 
-## Student release of every notebook into build/release/<assignment>/<assignment>.ipynb
-release: venv
+## Student release of every notebook into build/release/<assignment>/<assignment>.ipynb (only what changed)
+RELEASE_INPUTS := $(wildcard notebooks/*.ipynb) pyproject.toml \
+  $(addprefix autograder/,release.py nbgrader_config.py colab_setup.py preprocessors.py publish.py ta_notebook.py course.py)
+release: build/release-manifest.json
+
+build/release-manifest.json: $(RELEASE_INPUTS) | venv
 	$(PY) -m autograder.release
+	touch $@
 
 ## Copy the release and the helper package into a checkout of the student repository: make publish DEST=<dir>
 publish: release

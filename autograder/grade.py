@@ -243,8 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unknown assignments {sorted(unknown)}; known: {sorted(assignments())}", file=sys.stderr)
         return 2
 
-    if not (BUILD / "gradebook.db").exists():
-        build_release()
+    build_release()  # incremental: releases only what changed since the last build
     try:
         submissions = discover(args.submissions, set(assignments()), BUILD)
     except FileNotFoundError as err:

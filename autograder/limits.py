@@ -35,7 +35,8 @@ class Limits:
     notebook_timeout: int = 600      # seconds for the whole notebook
     memory_bytes: int = 8 * 2**30    # private writable memory of each process of the kernel (and of the worker)
     # Processes + threads of one sandboxed kernel, its children included. The references of notebooks
-    # 04-08 peaked at 33 on 2 cores; thread pools (torch, TensorFlow, each DDP rank's) grow with the cores.
+    # 04-08 peaked at 57 (08, with its DDP ranks) on 2 cores; thread pools (torch, TensorFlow, each
+    # DDP rank's) grow with the cores.
     processes: int = max(1024, 16 * (os.cpu_count() or 1))
     file_bytes: int = 1 * 2**30      # largest file the kernel may write
     output_bytes: int = 1 * 2**20    # outputs kept per cell; more is dropped with a note

@@ -75,6 +75,7 @@ def run_autograde(workspace: Workspace, limits: Limits, hide: list[Path]) -> tup
         config.SandboxedKernelManager.sandbox_workdir = str(workdir)
         config.SandboxedKernelManager.sandbox_hide = [str(p) for p in sandbox.default_hide() + hide]
         config.SandboxedKernelManager.sandbox_keep = [str(p) for p in sandbox.default_keep()]
+        config.SandboxedKernelManager.sandbox_processes = limits.processes
     coursedir = CourseDirectory(config=config)
     coursedir.assignment_id = workspace.assignment
     coursedir.student_id = workspace.student

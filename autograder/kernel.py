@@ -9,9 +9,10 @@ from queue import Empty
 
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import List, Type, Unicode
+from traitlets import Integer, List, Type, Unicode
 
 from . import sandbox, warm
+from .limits import Limits
 
 
 class PromptKernelClient(AsyncKernelClient):
@@ -51,8 +52,8 @@ class SandboxedKernelManager(AsyncKernelManager):
     """Start the kernel through autograder.sandbox when `sandbox_workdir` is set, forked from a warm zygote if any.
 
     The kernel then lives in its own network namespace, so it talks to the grader over IPC
-    sockets in its working folder instead of TCP, and runs as an unprivileged user, so the
-    connection file is handed to that user. When this process has an active zygote
+    sockets in its working folder instead of TCP, and runs as an unprivileged user of its own
+    (sandbox.kernel_uid), so the connection file is handed to that user. When this process has an active zygote
     (autograder.warm), the kernel is forked from it instead of started from scratch; should
     that fail, it starts cold.
     """
@@ -60,6 +61,8 @@ class SandboxedKernelManager(AsyncKernelManager):
     sandbox_workdir = Unicode("", help="The sandboxed kernel's own folder; empty: no sandbox.").tag(config=True)
     sandbox_hide = List(Unicode(), help="Paths the kernel must not see.").tag(config=True)
     sandbox_keep = List(Unicode(), help="Paths the kernel needs, shown even inside hidden ones.").tag(config=True)
+    sandbox_processes = Integer(Limits().processes, help="Processes and threads the kernel's user may run at once."
+                                ).tag(config=True)
     client_factory = Type(PromptKernelClient, klass=AsyncKernelClient, config=True)
 
     def __init__(self, **kwargs):
@@ -72,7 +75,7 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     def _sandbox_spec(self) -> Path:
         return sandbox.write_spec(Path(self.sandbox_workdir), [Path(p) for p in self.sandbox_hide],
-                                  [Path(p) for p in self.sandbox_keep])
+                                  [Path(p) for p in self.sandbox_keep], self.sandbox_processes)
 
     def format_kernel_cmd(self, extra_arguments=None) -> list[str]:
         cmd = super().format_kernel_cmd(extra_arguments)
@@ -83,7 +86,7 @@ class SandboxedKernelManager(AsyncKernelManager):
     def write_connection_file(self, **kwargs) -> None:
         super().write_connection_file(**kwargs)
         if self.sandbox_workdir:
-            os.chown(self.connection_file, sandbox.SANDBOX_UID, sandbox.SANDBOX_GID)
+            os.chown(self.connection_file, sandbox.kernel_uid(), sandbox.kernel_uid())
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
         zygote = warm.active()

@@ -1,10 +1,15 @@
 """Limits on what one submission may consume, and clean-up of whatever it leaves running.
 
 Applied in each grading worker process, so every kernel the worker starts inherits them:
-- memory: RLIMIT_AS caps the address space, so a memory bomb raises MemoryError in the
-  student's cell instead of waking the kernel's OOM killer, which could hit anybody;
+- memory: RLIMIT_DATA caps each process's private writable memory (what malloc, NumPy and torch's
+  CPU tensors take), so a memory bomb raises MemoryError in the student's cell instead of waking
+  the kernel's OOM killer, which could hit anybody. Unlike RLIMIT_AS it leaves alone address
+  space that is only reserved (PROT_NONE): CUDA, NCCL and JAX reserve tens of GiB and fail to
+  start under an address-space cap. It does not count shared memory (`mmap.mmap(-1, n)`, files
+  in /dev/shm), and it is per process: a submission's processes together may use more;
 - files: RLIMIT_FSIZE caps the size of any file the kernel writes; RLIMIT_CORE stops core dumps;
-- processes: the worker becomes a "child subreaper", so a process a submission starts and
+- processes: sandboxed kernels run under RLIMIT_NPROC (sandbox.py sets it, since it counts the
+  processes and threads of the kernel's own uid); the worker becomes a "child subreaper", so a process a submission starts and
   detaches (double fork, setsid) is re-parented to the worker, which kills it after grading.
 Time limits are enforced while executing (see preprocessors.GuardedExecute).
 """
@@ -28,7 +33,11 @@ class Limits:
 
     cell_timeout: int = 120          # seconds for one cell
     notebook_timeout: int = 600      # seconds for the whole notebook
-    memory_bytes: int = 8 * 2**30    # address space of the kernel (and the worker that starts it)
+    memory_bytes: int = 8 * 2**30    # private writable memory of each process of the kernel (and of the worker)
+    # Processes + threads of one sandboxed kernel, its children included. The references of notebooks
+    # 04-08 peaked at 57 (08, with its DDP ranks) on 2 cores; thread pools (torch, TensorFlow, each
+    # DDP rank's) grow with the cores.
+    processes: int = max(1024, 16 * (os.cpu_count() or 1))
     file_bytes: int = 1 * 2**30      # largest file the kernel may write
     output_bytes: int = 1 * 2**20    # outputs kept per cell; more is dropped with a note
 
@@ -36,7 +45,7 @@ class Limits:
 def apply_process_limits(limits: Limits) -> list[str]:
     """Set the resource limits on this process (inherited by kernels); return warnings for any that failed."""
     warnings = []
-    for name, which, value in (("memory", resource.RLIMIT_AS, limits.memory_bytes),
+    for name, which, value in (("memory", resource.RLIMIT_DATA, limits.memory_bytes),
                                ("file size", resource.RLIMIT_FSIZE, limits.file_bytes),
                                ("core dumps", resource.RLIMIT_CORE, 0)):
         try:

@@ -5,7 +5,9 @@ tensorflow, ipykernel, ...), prints {"ready": [...]} and then reads one JSON req
 stdin. For each it forks twice: the grandchild becomes the student's kernel, and the middle
 process exits at once, so the kernel is adopted by the grading worker (a child subreaper) and
 the worker can wait for it, signal it and kill it like any kernel it started itself. The reply
-is {"pid": <kernel pid>}.
+is {"pid": <kernel pid>}. When the request names a sandbox spec, the middle process enters new
+namespaces first, so the kernel it forks is PID 1 of a PID namespace of its own, as a cold kernel
+started through `unshare --pid --fork` is.
 
 A kernel is always forked from this clean process, never from another kernel, so nothing a
 submission does (globals, patched libraries, files) reaches the next one. The zygote itself never
@@ -48,8 +50,9 @@ def _load_sandbox():
     return module
 
 
-def become_kernel(request: dict) -> None:
-    """In the forked grandchild: detach from the zygote, enter the sandbox, run ipykernel; never returns."""
+def become_kernel(request: dict, sandbox) -> None:
+    """In the forked grandchild: detach from the zygote, enter the sandbox (when `sandbox` is the loaded
+    sandbox module and the middle process entered its namespaces), run ipykernel; never returns."""
     code = 1
     try:
         os.setsid()  # its own process group, so an interrupt or kill reaches the kernel's children too
@@ -57,9 +60,7 @@ def become_kernel(request: dict) -> None:
         os.dup2(devnull, 0)  # the zygote's request pipe
         os.dup2(2, 1)        # the zygote's reply pipe: the kernel's stray output goes to the worker's log
         env = dict(request["env"])
-        if request.get("sandbox_spec"):
-            sandbox = _load_sandbox()
-            sandbox.unshare_namespaces()
+        if sandbox is not None:
             env.update(sandbox.private_env(sandbox.enter(request["sandbox_spec"])))
         elif request.get("cwd"):
             os.chdir(request["cwd"])
@@ -86,10 +87,18 @@ def fork_kernel(request: dict) -> int:
     middle = os.fork()
     if middle == 0:
         os.close(read_end)
-        kernel = os.fork()
+        sandbox = None
+        try:
+            if request.get("sandbox_spec"):
+                sandbox = _load_sandbox()
+                sandbox.unshare_namespaces()
+            kernel = os.fork()
+        except BaseException:  # noqa: BLE001 - no pid written: the worker starts a cold kernel
+            traceback.print_exc()
+            os._exit(1)
         if kernel == 0:
             os.close(write_end)
-            become_kernel(request)
+            become_kernel(request, sandbox)
         os.write(write_end, str(kernel).encode())
         os._exit(0)
     os.close(write_end)

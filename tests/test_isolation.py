@@ -1,0 +1,158 @@
+"""Kernels graded at the same time cannot reach one another, and one submission cannot exhaust the machine.
+
+Each sandboxed kernel is PID 1 of a PID namespace of its own and runs as a uid of its own under a
+process cap (autograder/sandbox.py); memory is capped per process by RLIMIT_DATA, which leaves the
+address space CUDA reserves alone (autograder/limits.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder import sandbox
+from autograder.course import REPO
+from autograder.samples import SUBMISSIONS
+
+from .conftest import read_csv
+
+needs_sandbox = pytest.mark.skipif(sandbox.unavailable_reason() is not None,
+                                   reason=f"no sandbox here: {sandbox.unavailable_reason()}")
+
+
+def run_sandboxed(code: str, env: dict[str, str], processes: int = 64) -> subprocess.CompletedProcess:
+    """`python -c code` in a sandbox as a kernel gets it (cold path), under `env`."""
+    workdir = sandbox.make_workdir()
+    try:
+        spec = sandbox.write_spec(workdir, sandbox.default_hide(), sandbox.default_keep(), processes)
+        return subprocess.run(sandbox.wrap([sys.executable, "-c", code], spec), capture_output=True, text=True,
+                              env=env, timeout=120)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@needs_sandbox
+def test_sandbox_starts_with_a_loopback_where_no_ip_program_exists(tmp_path):
+    # A PATH on which only `unshare` exists: the sandbox may not run `ip` (GPU images often lack iproute2).
+    only_unshare = tmp_path / "bin"
+    only_unshare.mkdir()
+    (only_unshare / "unshare").symlink_to(shutil.which("unshare"))
+    code = textwrap.dedent("""
+        import os, socket
+        server = socket.create_server(("127.0.0.1", 0))
+        socket.create_connection(server.getsockname(), timeout=5).sendall(b"hello")
+        print("pid", os.getpid(), "uid", os.getuid(), "procs", sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+              "got", server.accept()[0].recv(5).decode())
+    """)
+    proc = run_sandboxed(code, {"PATH": str(only_unshare)})
+    assert proc.returncode == 0, proc.stderr
+    assert "got hello" in proc.stdout, proc.stdout
+    assert "pid 1 " in proc.stdout and "procs [1]" in proc.stdout, "its own PID namespace and /proc"
+    assert f"uid {sandbox.kernel_uid()} " in proc.stdout, proc.stdout
+
+
+@needs_sandbox
+def test_the_process_cap_stops_forking_inside_the_sandbox():
+    code = textwrap.dedent("""
+        import os, time
+        for forked in range(200):  # bounded: a test never runs an unbounded fork loop
+            try:
+                if os.fork() == 0:
+                    time.sleep(30)
+                    os._exit(0)
+            except BlockingIOError:
+                break
+        print("forked", forked)
+    """)
+    proc = run_sandboxed(code, dict(os.environ), processes=40)
+    assert proc.returncode == 0, proc.stderr
+    assert "forked 39" in proc.stdout, "the cap counts the kernel itself: 39 children"
+
+
+def test_the_memory_limit_leaves_reservations_alone_but_stops_a_big_allocation():
+    # What CUDA, NCCL and JAX do at start: reserve tens of GiB of address space they do not touch.
+    code = textwrap.dedent("""
+        import mmap
+        import numpy as np
+        from autograder.limits import Limits, apply_process_limits
+        assert apply_process_limits(Limits()) == []
+        reservation = mmap.mmap(-1, 64 * 2**30, flags=mmap.MAP_PRIVATE, prot=0)  # PROT_NONE
+        print("reserved", len(reservation) // 2**30, "GiB")
+        try:
+            np.ones(12 * 2**30 // 8)
+        except MemoryError:
+            print("MemoryError")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["reserved", "64", "GiB", "MemoryError"], proc.stdout
+
+
+def grade(class_dir: Path, out: Path, workers: int) -> dict[str, dict[str, dict]]:
+    proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(class_dir), str(out), "--workers",
+                           str(workers), "--assignments", "01_tensors", "--cell-timeout", "60"],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows: dict[str, dict[str, dict]] = {}
+    for row in read_csv(out / "results.csv"):
+        rows.setdefault(row["student_id"], {})[row["grade_id"]] = row
+    return rows
+
+
+def failed(rows: dict[str, dict]) -> list[str]:
+    return sorted(grade_id for grade_id, row in rows.items() if row["status"] != "passed")
+
+
+def printed(out: Path, student: str) -> str:
+    nb = nbformat.read(out / "autograded" / student / "01_tensors" / "01_tensors.ipynb", 4)
+    return "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+
+
+@pytest.mark.pipeline
+@needs_sandbox
+def test_a_kernel_that_kills_everything_it_can_reaches_only_its_own_processes(release, tmp_path):
+    """Two workers: while the killer spends 11 s sending SIGKILL to -1 and to every pid, the other
+    worker grades untouched copies of the reference, which keep full marks."""
+    class_dir = tmp_path / "class"
+    shutil.copytree(SUBMISSIONS / "hostile_kills_everyone", class_dir / "a_killer")
+    for n in range(3):
+        shutil.copytree(SUBMISSIONS / "reference", class_dir / f"reference_{n}")
+    out = tmp_path / "out"
+    rows = grade(class_dir, out, workers=2)
+    assert {student: failed(tests) for student, tests in rows.items()} == {
+        "a_killer": [], "reference_0": [], "reference_1": [], "reference_2": []}
+    seen = re.search(r"processes seen: \[(.*?)\] signalled: \[(.*?)\] and its own threads", printed(out, "a_killer"))
+    assert seen, "the killer's cell should have run inside the sandbox (else the test proves nothing)"
+    assert seen.groups() == ("1", ""), f"it saw only itself (PID 1) and signalled nothing else: {seen.groups()}"
+
+
+@pytest.mark.pipeline
+@needs_sandbox
+def test_a_fork_bomb_is_stopped_by_the_process_cap_and_costs_only_its_own_points(release, tmp_path):
+    class_dir = tmp_path / "class"
+    shutil.copytree(SUBMISSIONS / "hostile_fork_bomb", class_dir / "a_bomb")
+    shutil.copytree(SUBMISSIONS / "reference", class_dir / "reference")
+    out = tmp_path / "out"
+    rows = grade(class_dir, out, workers=2)
+    assert failed(rows["reference"]) == []
+    assert failed(rows["a_bomb"]) == ["test_maxpool"]
+    # Stopped by the cap (maxpool2d never defined), or, where forking a big kernel 1024 times is slower than
+    # the cell's time limit (a loaded 2-core machine), killed with its bomb after the timeout.
+    message = rows["a_bomb"]["test_maxpool"]["message"]
+    assert "NameError" in message or "ran past the time limit" in message, message
+    errors = printed_errors(out, "a_bomb")
+    assert "refusing to fork-bomb" not in errors, "the guard stopped it: the sandbox was not there"
+
+
+def printed_errors(out: Path, student: str) -> str:
+    nb = nbformat.read(out / "autograded" / student / "01_tensors" / "01_tensors.ipynb", 4)
+    return "".join(f"{o.get('ename')}: {o.get('evalue')}" for c in nb.cells for o in c.get("outputs", [])
+                   if o.get("output_type") == "error")

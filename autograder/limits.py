@@ -36,8 +36,9 @@ class Limits:
     memory_bytes: int = 8 * 2**30    # private writable memory of each process of the kernel (and of the worker)
     # Processes + threads of one sandboxed kernel, its children included. The references of notebooks
     # 04-08 peaked at 57 (08, with its DDP ranks) on 2 cores; thread pools (torch, TensorFlow, each
-    # DDP rank's) grow with the cores.
-    processes: int = max(1024, 16 * (os.cpu_count() or 1))
+    # DDP rank's) grow with the cores. Low enough that a fork bomb of copies of a ~1 GB kernel stops
+    # within seconds rather than loading a small grading machine with a thousand forks.
+    processes: int = max(256, 16 * (os.cpu_count() or 1))
     file_bytes: int = 1 * 2**30      # largest file the kernel may write
     output_bytes: int = 1 * 2**20    # outputs kept per cell; more is dropped with a note
 

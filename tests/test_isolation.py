@@ -144,10 +144,10 @@ def test_a_fork_bomb_is_stopped_by_the_process_cap_and_costs_only_its_own_points
     rows = grade(class_dir, out, workers=2)
     assert failed(rows["reference"]) == []
     assert failed(rows["a_bomb"]) == ["test_maxpool"]
-    # Stopped by the cap (maxpool2d never defined), or, where forking a big kernel 1024 times is slower than
-    # the cell's time limit (a loaded 2-core machine), killed with its bomb after the timeout.
+    # Stopped by the cap: maxpool2d was never defined, or the test could not even start a thread while the
+    # bomb's children hold the kernel's whole quota; on a slow machine, killed with its bomb after the timeout.
     message = rows["a_bomb"]["test_maxpool"]["message"]
-    assert "NameError" in message or "ran past the time limit" in message, message
+    assert any(s in message for s in ("NameError", "can't start new thread", "ran past the time limit")), message
     errors = printed_errors(out, "a_bomb")
     assert "refusing to fork-bomb" not in errors, "the guard stopped it: the sandbox was not there"
 

@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # so nbgrader c
 from autograder.colab_setup import AddColabSetup  # noqa: E402
 from autograder.limits import Limits  # noqa: E402
 from autograder.preprocessors import (GuardedExecute, GuardTests, KeepWarningsFromCostingPoints,  # noqa: E402
-                                      RestoreMissingCells)
+                                      RestoreMissingCells, SeedTests)
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests,  # noqa: E402
                                     ClearMarkScheme, ClearOutput, ClearSolutions, ComputeChecksums,
@@ -68,7 +68,10 @@ c.Autograde.sanitize_preprocessors = [
     OverwriteCells,
     CheckCellMetadata,
 ]
+# SeedTests before GuardTests: each puts a line on top of every test cell, so the guard's check runs
+# first and the seeding (through the generators it checked) second.
 c.Autograde.autograde_preprocessors = [
+    SeedTests,
     GuardTests,
     GuardedExecute,
     KeepWarningsFromCostingPoints,

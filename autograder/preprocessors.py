@@ -218,3 +218,24 @@ class GuardTests(NbGraderPreprocessor):
                 cell.source = GUARD_RESTORE + "\n" + cell.source
         nb.cells.insert(0, new_code_cell(GUARD_SNAPSHOT))
         return nb, resources
+
+
+class SeedTests(NbGraderPreprocessor):
+    """Seed every random generator at the top of each test cell, per student, assignment and test.
+
+    Hidden tests draw "fresh random inputs"; unseeded, a regrade of the same notebook could score
+    differently and a failure could not be reproduced. The seed (dlkit.seeding.seed_for) is printed
+    in the cell, and results.py adds it to the failure message, so a TA can rerun the test with the
+    same inputs: `dlkit.seed_everything(SEED)` before the test cell's code.
+    """
+
+    def preprocess(self, nb, resources):
+        from dlkit.seeding import seed_for
+
+        student, assignment = resources["nbgrader"]["student"], resources["nbgrader"]["assignment"]
+        for cell in nb.cells:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+                seed = seed_for(student, assignment, meta["grade_id"])
+                cell.source = f"__import__('dlkit.seeding').seeding.seed_test({seed})  # inserted by the grader\n" + cell.source
+        return nb, resources

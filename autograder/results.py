@@ -24,6 +24,7 @@ from pathlib import Path
 import nbformat
 from dlkit.devices import KNOWN_KINDS, explicit_devices
 from dlkit.ondevice import MARKER
+from dlkit.seeding import SEED_MARKER
 from nbgrader.api import Gradebook, MissingEntry
 
 from .autograde import Workspace
@@ -114,6 +115,26 @@ def _device_markers(notebook: Path) -> dict[str, dict[str, dict]]:
     return found
 
 
+def _seeds(notebook: Path) -> dict[str, int]:
+    """The seed each graded cell's inputs were drawn with (the first seed line the cell printed), by grade_id."""
+    seeds = {}
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+        for line in text.splitlines():
+            if grade_id and line.startswith(SEED_MARKER) and line[len(SEED_MARKER):].strip().isdigit():
+                seeds[grade_id] = int(line[len(SEED_MARKER):])
+                break
+    return seeds
+
+
+def with_seed(row: CellResult, seeds: dict[str, int]) -> CellResult:
+    """A failed row's message, followed by how to draw the same inputs again."""
+    if row.status in ("passed", "skipped") or row.grade_id not in seeds:
+        return row
+    return replace(row, message=f"{row.message} [inputs: dlkit.seed_everything({seeds[row.grade_id]})]")
+
+
 def device_rows(cell: CellResult, markers: dict[str, dict]) -> list[CellResult]:
     """The rows of one graded test cell: one per device marker, else the cell's own row.
 
@@ -170,6 +191,7 @@ def collect(workspace: Workspace, source: Path, success: bool, log: str) -> list
                 for gid, pts in cells]
     errors = _error_outputs(workspace.autograded_notebook)
     markers = _device_markers(workspace.autograded_notebook)
+    seeds = _seeds(workspace.autograded_notebook)
     rows = []
     with Gradebook(f"sqlite:///{workspace.gradebook}") as gb:
         for grade_id, points in cells:
@@ -186,7 +208,7 @@ def collect(workspace: Workspace, source: Path, success: bool, log: str) -> list
             else:
                 status, message = "failed", f"scored {score:g} of {points:g}"
             cell = CellResult(student, assignment, grade_id, float(score), points, status, message)
-            rows.extend(device_rows(cell, markers.get(grade_id, {})))
+            rows.extend(with_seed(row, seeds) for row in device_rows(cell, markers.get(grade_id, {})))
     return rows
 
 

@@ -10,7 +10,7 @@ WORKERS     ?= $(shell nproc 2>/dev/null || echo 2)
 GRADE_FLAGS ?=
 DEVICES     ?= auto
 
-.PHONY: venv release publish grade demo slides test bench gpu-check clean
+.PHONY: venv release publish grade demo slides test accuracy bench gpu-check clean
 
 venv: $(VENV)/.installed
 
@@ -49,6 +49,10 @@ slides: venv
 
 test: venv
 	$(PY) -m pytest
+
+## Grade the held-out corpus (autograder/corpus/): correct answers must get full marks, wrong ones lose points; prints the agreement table
+accuracy: release
+	$(PY) -m autograder.accuracy build/accuracy
 
 ## Stock sequential nbgrader vs the kit on the same 24 submissions; writes bench/results.md (~15 min)
 bench: release

@@ -1,0 +1,209 @@
+"""Do the hidden tests tell right from wrong? python -m autograder.accuracy [OUT] [--assignments a,b]   (`make accuracy`)
+
+A held-out corpus, autograder/corpus/<assignment>.toml, holds answers written from the student's
+view (the release notebook) alone: `[[correct]]` ones that differ from the reference (other
+algorithms, idioms, dtypes handled) and `[[wrong]]` ones of the kinds students really hand in. Each
+entry names the exercise it answers (the grade_id of its solution cell), says in one line why it is
+right or wrong, and gives the source of one or more solution cells:
+
+    [[wrong]]
+    exercise = "pairwise_sq_dists"
+    why = "forgets the clamp: tiny negative distances for coinciding points"
+    [wrong.cells]
+    pairwise_sq_dists = '''
+    def pairwise_sq_dists(x, y): ...
+    '''
+
+Every entry becomes part of a notebook: the reference submission with the entry's cells swapped
+in. Entries for different exercises share a notebook (an exercise's tests are the test cells
+between its solution cell and the next one), so a corpus of ~20 entries per assignment grades as a
+handful of notebooks; `alone = true` gives an entry a notebook of its own (for an answer whose
+mistake reaches later exercises). The notebooks are graded by the default grader, as a TA would,
+and the verdict is:
+- a correct entry: every test of the notebook passes;
+- a wrong entry: at least one test of its own exercise fails, and no notebook loses points outside
+  the exercises of the entries it holds.
+The agreement table is printed and written to OUT/accuracy.md; exit status 1 on any disagreement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import shutil
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from .course import REPO, assignments
+from .samples import fill_release, solution_sources
+
+CORPUS = Path(__file__).resolve().parent / "corpus"
+KINDS = ("correct", "wrong")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One answer of the corpus."""
+
+    assignment: str
+    kind: str  # "correct" or "wrong"
+    exercise: str
+    why: str
+    cells: dict[str, str]
+    alone: bool = False
+
+
+def load_corpus(names: list[str] | None = None) -> list[Entry]:
+    """Every entry of autograder/corpus/<assignment>.toml for the named assignments (all by default)."""
+    entries = []
+    for path in sorted(CORPUS.glob("*.toml")):
+        if names and path.stem not in names:
+            continue
+        with open(path, "rb") as f:
+            table = tomllib.load(f)
+        for kind in KINDS:
+            for raw in table.get(kind, []):
+                entries.append(Entry(path.stem, kind, raw["exercise"], raw["why"], dict(raw["cells"]),
+                                     bool(raw.get("alone", False))))
+    return entries
+
+
+def tests_by_exercise(source: Path) -> dict[str, list[str]]:
+    """{solution grade_id: the test cells after it, up to the next solution cell}, in notebook order."""
+    found: dict[str, list[str]] = {}
+    current = None
+    for cell in nbformat.read(source, as_version=4).cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("solution") and cell.cell_type == "code":
+            current = meta["grade_id"]
+            found[current] = []
+        elif meta.get("grade") and current is not None:
+            found[current].append(meta["grade_id"])
+    return found
+
+
+def pack(entries: list[Entry]) -> list[list[Entry]]:
+    """Group entries into notebooks: no two in one notebook touch the same cell; `alone` ones by themselves."""
+    notebooks: list[list[Entry]] = []
+    for entry in entries:
+        if not entry.alone:
+            for group in notebooks:
+                if not group[0].alone and not any(set(entry.cells) & set(other.cells) for other in group):
+                    group.append(entry)
+                    break
+            else:
+                notebooks.append([entry])
+        else:
+            notebooks.append([entry])
+    return notebooks
+
+
+def build_class(entries: list[Entry], class_dir: Path) -> dict[tuple[str, str], list[Entry]]:
+    """Write one notebook per packed group into class_dir/<student>/<assignment>/; return what each holds."""
+    held = {}
+    by_assignment: dict[tuple[str, str], list[Entry]] = {}
+    for entry in entries:
+        by_assignment.setdefault((entry.assignment, entry.kind), []).append(entry)
+    for (assignment, kind), group in sorted(by_assignment.items()):
+        reference = solution_sources(assignments()[assignment])
+        for number, notebook_entries in enumerate(pack(group), 1):
+            student = f"{kind}{number:02d}"
+            answers = dict(reference)
+            for entry in notebook_entries:
+                unknown = set(entry.cells) - set(reference)
+                if unknown:
+                    raise ValueError(f"{assignment} corpus entry for {entry.exercise} names cells that are not "
+                                     f"solution cells: {sorted(unknown)}")
+                answers.update(entry.cells)
+            target = class_dir / student / assignment
+            target.mkdir(parents=True)
+            nbformat.write(fill_release(assignment, answers), target / f"{assignment}.ipynb")
+            held[(student, assignment)] = notebook_entries
+    return held
+
+
+def failing_tests(results: Path) -> dict[tuple[str, str], set[str]]:
+    """{(student, assignment): tests with a device row that neither passed nor was skipped}."""
+    failing: dict[tuple[str, str], set[str]] = {}
+    with open(results, newline="", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            tests = failing.setdefault((r["student_id"], r["assignment"]), set())
+            if r["status"] not in ("passed", "skipped"):
+                tests.add(r["grade_id"])
+    return failing
+
+
+def judge(held: dict[tuple[str, str], list[Entry]], failing: dict[tuple[str, str], set[str]]
+          ) -> list[tuple[Entry, bool, str]]:
+    """(entry, agrees, what happened) for every entry."""
+    verdicts = []
+    for (student, assignment), entries in held.items():
+        tests = tests_by_exercise(assignments()[assignment])
+        failed = failing.get((student, assignment))
+        own = {t for e in entries for cell in e.cells for t in tests.get(cell, [])}
+        for entry in entries:
+            mine = set(tests.get(entry.exercise, []))
+            if failed is None:
+                verdicts.append((entry, False, "not graded"))
+            elif entry.kind == "correct":
+                verdicts.append((entry, not failed, "full marks" if not failed else f"failed {sorted(failed)}"))
+            else:
+                collateral = failed - own
+                caught = failed & mine
+                agrees = bool(caught) and not collateral
+                what = (f"failed {sorted(caught)}" if caught else "kept full marks on its exercise") + (
+                    f"; also lost {sorted(collateral)} outside its notebook's exercises" if collateral else "")
+                verdicts.append((entry, agrees, what))
+    return verdicts
+
+
+def table(verdicts: list[tuple[Entry, bool, str]]) -> str:
+    """The agreement table (per assignment) and every disagreement, as Markdown."""
+    lines = ["| assignment | correct accepted | wrong rejected |", "|---|---|---|"]
+    for assignment in sorted({e.assignment for e, _, _ in verdicts}):
+        cells = []
+        for kind in KINDS:
+            mine = [ok for e, ok, _ in verdicts if e.assignment == assignment and e.kind == kind]
+            cells.append(f"{sum(mine)}/{len(mine)}")
+        lines.append(f"| {assignment} | {cells[0]} | {cells[1]} |")
+    wrongs = [f"- {e.assignment} {e.kind} answer to {e.exercise} ({e.why}): {what}" for e, ok, what in verdicts if not ok]
+    return "\n".join(lines + ["", "Disagreements:" if wrongs else "Every entry agrees with its label.", *wrongs]) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", type=Path, nargs="?", default=REPO / "build" / "accuracy")
+    parser.add_argument("--assignments", default="", help="comma-separated assignments (default: every corpus file)")
+    parser.add_argument("--workers", type=int, default=None)
+    args = parser.parse_args(argv)
+    names = [a for a in args.assignments.split(",") if a] or None
+    entries = load_corpus(names)
+    if not entries:
+        print(f"error: no corpus entries under {CORPUS}", file=sys.stderr)
+        return 2
+    out = args.out.resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    held = build_class(entries, out / "class")
+    graded = sorted({a for _, a in held})
+    command = [sys.executable, "-m", "autograder.grade", str(out / "class"), str(out / "grades"),
+               "--assignments", ",".join(graded), "--cell-timeout", "60"]
+    if args.workers:
+        command += ["--workers", str(args.workers)]
+    proc = subprocess.run(command, cwd=REPO)
+    if proc.returncode != 0:
+        print(f"error: the grader exited with status {proc.returncode}", file=sys.stderr)
+        return proc.returncode
+    verdicts = judge(held, failing_tests(out / "grades" / "results.csv"))
+    report = table(verdicts)
+    (out / "accuracy.md").write_text(report, encoding="utf-8")
+    print(report)
+    return 0 if all(ok for _, ok, _ in verdicts) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -13,7 +13,6 @@ kernel it started itself (ForkedKernel below stands in for subprocess.Popen).
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import select
@@ -29,6 +28,7 @@ from pathlib import Path
 import nbformat
 from dlkit.integrity import GUARDED
 
+from .course import notebook_imports
 from .limits import become_subreaper
 
 ZYGOTE = Path(__file__).resolve().with_name("zygote.py")
@@ -68,21 +68,7 @@ def preload_modules(*notebooks: Path) -> tuple[str, ...]:
     the kernel's memory limit). Cached: a worker asks for every submission, and the released
     sources do not change during a run.
     """
-    found: list[str] = []
-    for notebook in notebooks:
-        for cell in nbformat.read(notebook, as_version=4).cells:
-            if cell.cell_type != "code":
-                continue
-            source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
-            try:
-                tree = ast.parse(source)
-            except SyntaxError:
-                continue
-            for node in tree.body:
-                if isinstance(node, ast.Import):
-                    found.extend(alias.name for alias in node.names)
-                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                    found.append(node.module)
+    found = [name for notebook in notebooks for name in notebook_imports(nbformat.read(notebook, as_version=4))]
     later = [name for library, names in ON_FIRST_USE.items() if library in found for name in names]
     return tuple(dict.fromkeys([*ALWAYS, *found, *later]))
 

@@ -47,12 +47,12 @@ class InfrastructureError(RuntimeError):
     """The grading machine failed on a submission twice (its kernel could not start): the run stops."""
 
 
-def grade_submission(submission: Submission, out: Path, limits: Limits, warm_kernels: bool = True
-                     ) -> tuple[list[CellResult], Timing]:
+def grade_submission(submission: Submission, out: Path, limits: Limits, warm_kernels: bool = True,
+                     preload: tuple[str, ...] = ()) -> tuple[list[CellResult], Timing]:
     """Autograde one vetted submission (runs in a worker process); return its rows and where the time went.
 
     With `warm_kernels`, the kernel is forked from this worker's zygote (autograder/warm.py), which
-    imported the libraries of every instructor notebook once for all the worker's submissions.
+    imported `preload` (the libraries of the run's assignments) once for all the worker's submissions.
     A kernel that cannot start, or fails before any student code ran, is the machine's fault:
     the submission is graded once more with a cold kernel, and if that fails too,
     InfrastructureError stops the run rather than give the student a zero.
@@ -60,7 +60,7 @@ def grade_submission(submission: Submission, out: Path, limits: Limits, warm_ker
     started = time.perf_counter()
     if warm_kernels:
         try:
-            warm.activate(warm.preload_modules(*assignments().values()))
+            warm.activate(preload or warm.preload_modules(assignments()[submission.assignment]))
         except warm.ZygoteError as err:
             print(f"WARNING: cold kernel for {submission.student}/{submission.assignment}: {err}", file=sys.stderr)
     workspace, success, log = _autograde_once(submission, out, limits)
@@ -165,7 +165,9 @@ def grade_class(submissions: list[Submission], out: Path, workers: int, limits: 
     with start_engine(workers, out / "logs", limits, **extra) as pool:
         try:
             with tqdm(total=len(todo), unit="submission", desc="grading", file=sys.stderr) as progress:
-                futures = {pool.submit(grade_submission, s, out, limits, warm_kernels): s for s in todo}
+                # One zygote per worker serves every assignment of the run: it preloads what they import, no more.
+                preload = warm.preload_modules(*(assignments()[a] for a in sorted({s.assignment for s in todo})))
+                futures = {pool.submit(grade_submission, s, out, limits, warm_kernels, preload): s for s in todo}
                 for future in pool.as_completed(futures):
                     s = futures[future]
                     try:

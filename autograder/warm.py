@@ -171,6 +171,7 @@ def activate(modules: tuple[str, ...]) -> Zygote:
         _active = None
     if _active is None:
         _active = Zygote(modules)
+        print(f"warm kernels: a zygote preloaded {' '.join(_active.loaded)}", file=sys.stderr)  # the worker's log
     return _active
 
 

@@ -59,7 +59,7 @@ VECTORS = {
     "random": ("import random\nrandom.random = lambda: 0.5", "random.random was replaced"),
     "random class": ("import random\nrandom.Random.randint = lambda self, a, b: a", "random.Random.randint was replaced"),
     "sys.modules": ("import sys, types\nsys.modules['numpy'] = types.ModuleType('numpy')", "sys.modules['numpy'] was replaced"),
-    "builtin": ("import builtins\nbuiltins.isinstance = lambda *a: True", "builtins.isinstance was replaced"),
+    "builtin": ("import builtins\nbuiltins.sorted = lambda *a, **k: []", "builtins.sorted was replaced"),
     "import hook": ("import builtins\nbuiltins.__import__ = builtins.__import__.__call__", "builtins.__import__ was replaced"),
     "meta path": ("import sys\nclass F:\n    def find_spec(self, *a): return None\nsys.meta_path.insert(0, F())",
                   "sys.meta_path was changed"),
@@ -80,10 +80,23 @@ VECTORS = {
 }
 
 
+#: Vectors that break the shell's own machinery before the check can put things back: each in its own shell.
+ALONE = {"sys.modules", "builtin", "import hook", "trace"}
+
+
+@pytest.fixture(scope="module")
+def vectors() -> dict[str, dict]:
+    """The other vectors in one shell, in order (threads last, as they stay alive): the check restores between them."""
+    shared = [name for name in VECTORS if name not in ALONE]
+    found = dict(zip(shared, check(*[(VECTORS[name][0], TEST) for name in shared])))
+    for name in ALONE:
+        found[name], = check((VECTORS[name][0], TEST))
+    return found
+
+
 @pytest.mark.parametrize("vector", VECTORS)
-def test_each_vector_voids_the_next_test_and_is_named(vector):
-    student, what = VECTORS[vector]
-    result, = check((student, TEST))
+def test_each_vector_voids_the_next_test_and_is_named(vectors, vector):
+    result, what = vectors[vector], VECTORS[vector][1]
     assert result["student_error"] is None, result
     assert result["name"] == "TamperingDetected" and what in result["message"], result
 
@@ -91,7 +104,7 @@ def test_each_vector_voids_the_next_test_and_is_named(vector):
 def test_a_patch_made_during_the_test_voids_it_and_is_put_back_for_the_next():
     during, after = check(("", "import torch\ntorch.Tensor.detach = lambda self: self\n" + TEST), ("", TEST))
     assert during["name"] == "TamperingDetected" and "while this test ran" in during["message"], during
-    assert "torch.Tensor.detach was added" in during["message"]
+    assert "torch.Tensor.detach was replaced" in during["message"]
     assert after["name"] is None, "the original was put back, so the next test is judged on its own"
 
 
@@ -107,7 +120,7 @@ HONEST = [
     "import random\nrandom.seed(1)\nrandom.random()",
     "import warnings\nwarnings.filterwarnings('ignore', category=UserWarning)\nwarnings.warn('hello')",
     "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nplt.style.use('ggplot')\nplt.plot([1, 2])",
-    "import json, collections, torch.utils.data, torch.optim, scipy.special",
+    "import json, collections, torch.utils.data, torch.optim, torch.distributions, numpy.fft",
     "import torch\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = torch.nn.Linear(2, 2)\n"
     "    def forward(self, x):\n        return self.fc(x)\nnet = Net()\nseen = []\nnet.register_forward_hook(lambda m, i, o: seen.append(o.shape))\n"
     "opt = torch.optim.SGD(net.parameters(), lr=0.1)\nnet(torch.ones(1, 2)).sum().backward()\nopt.step()",

@@ -54,6 +54,9 @@ MARKER = "dlkit-integrity checked"
 CORE = ("builtins", "math", "random", "numpy", "numpy.random", "numpy.testing", "numpy.linalg",
         "torch", "torch.nn", "torch.nn.functional", "torch.testing", "torch.random", "torch.linalg",
         "torch.autograd", "dlkit")
+#: Imported before the snapshot where their library is: importing them replaces functions of watched
+#: modules (torch._dynamo wraps torch.manual_seed), which an optimizer's first step would otherwise do mid-test.
+SETTLE = ("torch._dynamo",)
 #: Watched too where a notebook imported them before the snapshot or its test cells import them.
 MODULES = (*CORE, "tensorflow", "tensorflow.math", "tensorflow.random")
 #: Classes whose own dictionaries are watched whole: a new key shadows an inherited method.
@@ -80,11 +83,17 @@ def snapshot(modules: Iterable[str] = ()) -> None:
     """
     if _installed:
         return
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except Exception:  # e.g. no tensorflow in this runtime: the test will fail on its own
-            pass
+    for group in (modules, (*CORE, *SETTLE)):  # numpy.random is imported lazily; so is torch._dynamo
+        loaded = {name.split(".")[0] for name in sys.modules}
+        for name in group:
+            if group is modules or name.split(".")[0] in loaded:
+                try:
+                    importlib.import_module(name)
+                except Exception:  # e.g. no tensorflow in this runtime: the test will fail on its own
+                    pass
+    guard = sys.modules.get("torch._dynamo.mutation_guard")
+    if guard is not None:  # torch.compile's first call wraps nn.Module.__init__/__setstate__: do it now, once
+        guard.install_generation_tagging_init()
     sys.addaudithook(_make_checker(tuple(modules)))
     _installed.append(True)
 
@@ -288,7 +297,7 @@ def _make_checker(extra_modules: tuple[str, ...]):
         return out
 
     def check(when: str, grade_id: str, used: tuple, nonce: str) -> None:
-        found = [*noticed, *differences(), *foreign_threads(), *shadowed_builtins(used)]
+        found = _tuple(dict.fromkeys([*noticed, *differences(), *foreign_threads(), *shadowed_builtins(used)]))
         noticed.clear()
         if found:
             shown = "; ".join(found[:6]) + (f"; and {_len(found) - 6} more" if _len(found) > 6 else "")

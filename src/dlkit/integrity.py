@@ -64,6 +64,8 @@ CLASSES = (("torch", "Tensor"), ("torch.nn", "Module"), ("torch.nn", "Parameter"
 #: IPython methods whose replacement could hide a test's exception or skip the test.
 SHELL_METHODS = ("showtraceback", "_showtraceback", "showsyntaxerror", "run_cell", "run_cell_async",
                  "run_ast_nodes", "run_code", "set_custom_exc", "transform_cell", "transform_ast")
+#: Rebound by ipykernel around every execution (it forwards input() to the front end): not watched.
+REBOUND = {"builtins": ("input",)}
 #: Shell attributes whose identity must not change.
 SHELL_ATTRIBUTES = ("user_ns", "user_global_ns", "ast_transformers", "input_transformers_post",
                     "input_transformers_cleanup")
@@ -133,7 +135,8 @@ def _make_checker(extra_modules: tuple[str, ...]):
     for name in dict.fromkeys(names):
         module = _modules[name]
         if _type(module) is _module or isinstance(module, _module):
-            watched[name] = (module, {k: v for k, v in _vars(module).items() if _is_watched_value(v)})
+            watched[name] = (module, {k: v for k, v in _vars(module).items()
+                                      if _is_watched_value(v) and k not in REBOUND.get(name, ())})
     classes: dict[str, tuple] = {}     # qualified name -> (class, copy of its __dict__)
     for module_name, class_name in CLASSES:
         cls = _getattr(_modules.get(module_name), class_name, None)
@@ -147,6 +150,7 @@ def _make_checker(extra_modules: tuple[str, ...]):
             if found:
                 classes[f"IPython {cls.__name__}"] = (cls, found)
     shell_state = {a: _getattr(shell, a) for a in SHELL_ATTRIBUTES if _hasattr(shell, a)}
+    shell_own = {a: v for a, v in _vars(shell).items() if a in SHELL_METHODS} if shell is not None else {}
     transformer_lists = {a: _tuple(v) for a, v in shell_state.items() if _type(v) is list}
 
     functions: dict[int, tuple] = {}   # id -> (function, label, __code__, __defaults__, __kwdefaults__, cells)
@@ -261,10 +265,14 @@ def _make_checker(extra_modules: tuple[str, ...]):
                     if value is not _missing:
                         cell.cell_contents = value
         if shell is not None:
-            for name in SHELL_METHODS:
-                if name in _vars(shell):
+            for name in SHELL_METHODS:  # an instance attribute shadows the class's method
+                now = _vars(shell).get(name, _missing)
+                if not same(now, shell_own.get(name, _missing)):
                     changes.append(f"get_ipython().{name} was replaced")
-                    _delattr(shell, name)
+                    if name in shell_own:
+                        _setattr(shell, name, shell_own[name])
+                    else:
+                        _delattr(shell, name)
             for attr, value in shell_state.items():
                 if not same(_getattr(shell, attr, _missing), value):
                     changes.append(f"get_ipython().{attr} was replaced")

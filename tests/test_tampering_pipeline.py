@@ -22,15 +22,15 @@ pytestmark = pytest.mark.pipeline
 
 #: sample -> {test: what its message must say}; every other expected failure may be plain "failed".
 TAMPERED = {
-    "hostile_patches_tensor": {"test_pairwise_values": "torch.Tensor.detach was added",
-                               "test_pairwise_nonnegative": "torch.Tensor.detach was added",
-                               "test_pairwise_vectorised": "torch.Tensor.detach was added"},
+    "hostile_patches_tensor": {"test_pairwise_values": "torch.Tensor.detach was replaced",
+                               "test_pairwise_nonnegative": "torch.Tensor.detach was replaced",
+                               "test_pairwise_vectorised": "torch.Tensor.detach was replaced"},
     "hostile_repatch_thread": {"test_peak_flops": "started by the submission",
                                "test_conv_matches_torch": "started by the submission"},
     "hostile_repatch_thread_flicker": {"test_peak_flops": "started by the submission",
                                        "test_conv_matches_torch": "started by the submission"},
     "hostile_degenerate_rng": {"test_maxpool": "numpy.random.default_rng was replaced"},
-    "hostile_patches_checks": {"test_matmul_flops": "math.isclose was replaced"},
+    "hostile_patches_checks": {"test_peak_flops": "math.isclose was replaced"},
 }
 
 

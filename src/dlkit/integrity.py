@@ -11,7 +11,7 @@ every test cell with two grader-written lines that ask for a check (autograder/p
   (a key added there shadows an inherited method such as Tensor.numpy);
 - the code, defaults and closure cells of every Python function among those;
 - import hooks (sys.meta_path, sys.path_hooks, builtins.__import__), trace and profile hooks
-  (sys and threading), sys.excepthook, IPython's exception display and run_cell methods, its input
+  (sys and threading), IPython's exception display and run_cell methods, its input
   and AST transformers, custom exception handlers and user namespace;
 - the live threads.
 A check before and after each test cell compares all of it with the snapshot. Any difference, a
@@ -115,7 +115,7 @@ def _make_checker(extra_modules: tuple[str, ...]):
     _isinstance = isinstance
     _sys, _code_type = sys, types.CodeType
     _function, _module, _cell_type = types.FunctionType, types.ModuleType, types.CellType
-    _modules, _current_frames, _excepthook = sys.modules, sys._current_frames, sys.excepthook
+    _modules, _current_frames = sys.modules, sys._current_frames
     _gettrace, _getprofile, _meta_path, _path_hooks = sys.gettrace, sys.getprofile, sys.meta_path, sys.path_hooks
     _thread_trace = _getattr(threading, "gettrace", lambda: None)
     _thread_profile = _getattr(threading, "getprofile", lambda: None)
@@ -165,7 +165,9 @@ def _make_checker(extra_modules: tuple[str, ...]):
         for attr, value in attrs.items():
             remember(_getattr(value, "__func__", value), f"{label}.{attr}")
 
-    sys_state = {"sys.excepthook": _excepthook, "sys.gettrace()": _gettrace(), "sys.getprofile()": _getprofile(),
+    # sys.excepthook is not watched: IPython swaps it around every cell and shows a cell's exception
+    # through showtraceback (watched), and a library imported by 07_deployment sets it (measured).
+    sys_state = {"sys.gettrace()": _gettrace(), "sys.getprofile()": _getprofile(),
                  "threading.gettrace()": _thread_trace(), "threading.getprofile()": _thread_profile()}
     hooks = {"sys.meta_path": _tuple(_meta_path), "sys.path_hooks": _tuple(_path_hooks)}
     baseline_threads = set(_current_frames()) | set(_active)
@@ -185,7 +187,7 @@ def _make_checker(extra_modules: tuple[str, ...]):
                           and a.__func__ is b.__func__ and a.__self__ is b.__self__)
 
     def sys_now():
-        return {"sys.excepthook": _sys.excepthook, "sys.gettrace()": _gettrace(), "sys.getprofile()": _getprofile(),
+        return {"sys.gettrace()": _gettrace(), "sys.getprofile()": _getprofile(),
                 "threading.gettrace()": _thread_trace(), "threading.getprofile()": _thread_profile()}
 
     def is_library_code(code) -> bool:
@@ -287,7 +289,6 @@ def _make_checker(extra_modules: tuple[str, ...]):
         for label, value in sys_now().items():
             if not same(value, sys_state[label]):
                 changes.append(f"{label} was replaced")
-        _sys.excepthook = sys_state["sys.excepthook"]
         for label, items in hooks.items():
             live = _getattr(_sys, label[4:])
             if live is not (_meta_path if label == "sys.meta_path" else _path_hooks) \

@@ -64,8 +64,9 @@ CLASSES = (("torch", "Tensor"), ("torch.nn", "Module"), ("torch.nn", "Parameter"
 #: IPython methods whose replacement could hide a test's exception or skip the test.
 SHELL_METHODS = ("showtraceback", "_showtraceback", "showsyntaxerror", "run_cell", "run_cell_async",
                  "run_ast_nodes", "run_code", "set_custom_exc", "transform_cell", "transform_ast")
-#: Rebound by ipykernel around every execution (it forwards input() to the front end): not watched.
-REBOUND = {"builtins": ("input",)}
+#: Rebound around every execution, not watched: ipykernel forwards input() to the front end, IPython swaps
+#: sys.excepthook and sys.displayhook per cell (and libraries that 07_deployment imports set excepthook).
+REBOUND = {"builtins": ("input",), "sys": ("excepthook", "displayhook", "breakpointhook")}
 #: Shell attributes whose identity must not change.
 SHELL_ATTRIBUTES = ("user_ns", "user_global_ns", "ast_transformers", "input_transformers_post",
                     "input_transformers_cleanup")

@@ -3,9 +3,10 @@
 Reads SUBMISSIONS/<student>/<assignment>/*.ipynb, autogrades each submission with nbgrader in
 its own workspace (several at once), and writes into OUT:
   grades.csv      student_id, assignment, score, max_score, devices, skipped_devices
-  results.csv     one row per test cell and device with status passed/failed/error/timeout/skipped and a message
+  results.csv     one row per test cell and device with status passed/failed/error/timeout/skipped/tampered and a message
   feedback/<student>/<assignment>/feedback.html   what the student may see (no test source)
   autograded/<student>/<assignment>/              the executed notebooks, for the TA only
+  tampered.csv    the tests voided because the submission tampered with what tests rely on (only if any)
   timings.csv     seconds each submission graded in this run took, and how many of them its cells ran
   logs/           nbgrader's log for every submission whose grading failed, and each worker's log
   gradebook.db, source/, submitted/   the class gradebook: OUT is an nbgrader course directory,
@@ -39,7 +40,7 @@ from .gradebook import class_db_url, lay_out_course, write_class_gradebook
 from .intake import Submission, discover
 from .limits import Limits, become_subreaper, kill_descendants
 from .release import build_release
-from .report import Timing, grade_table, write_csvs, write_timings
+from .report import Timing, grade_table, tampered_summary, write_csvs, write_tampered, write_timings
 from .results import CellResult, autograded_cells, collect, execution_seconds
 
 
@@ -280,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     print(grade_table(rows))
     print(f"\nwrote {args.out}/grades.csv, results.csv, feedback/ and the class gradebook for "
           f"{len(submissions)} submissions")
+    if write_tampered(args.out, rows):
+        print(f"\n{tampered_summary(rows)}\n(listed in {args.out}/tampered.csv)")
     return 0
 
 

@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import nbformat
-from dlkit.integrity import GUARDED
+from dlkit.integrity import CORE
 
 from .course import notebook_imports
 from .limits import become_subreaper
@@ -36,7 +36,7 @@ ZYGOTE = Path(__file__).resolve().with_name("zygote.py")
 #: Imported in every zygote: what any kernel loads to start, the kit's helper package, and what the
 #: grader's own first cell imports (dlkit.integrity snapshots numpy's, torch's and dlkit's checks).
 ALWAYS = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.debugger", "matplotlib_inline.backend_inline",
-          "dlkit", "dlkit.integrity", *GUARDED)
+          "dlkit", "dlkit.integrity", *CORE)
 
 
 #: What libraries import on first use rather than when imported, preloaded where the class imports the

@@ -65,6 +65,9 @@ def test_a_submission_cannot_reach_the_next_one_through_a_warm_kernel(release, t
         "the polluter's own code should have run without errors (else the test proves nothing)"
     workers = "".join(p.read_text(errors="replace") for p in (out / "logs").glob("worker-*.log"))
     assert "cold kernel" not in workers, "kernels were not forked from the zygote"
+    preloaded = next(line for line in workers.splitlines() if line.startswith("warm kernels: a zygote preloaded"))
+    assert "torch" in preloaded.split() and "tensorflow" not in preloaded.split(), \
+        "a run of 01 alone preloads what 01 imports, not TensorFlow for the other assignments"
 
 
 def test_warm_and_cold_kernels_grade_alike(release, tmp_path):

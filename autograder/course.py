@@ -6,6 +6,9 @@ import os
 import sys
 from pathlib import Path
 
+import ast
+
+import nbformat
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
@@ -28,6 +31,25 @@ if os.environ.get("PATH", "").split(os.pathsep)[0] != _BIN:
 def assignments() -> dict[str, Path]:
     """Instructor source notebook of each assignment, keyed by the notebook's stem (01_tensors, ...)."""
     return {path.stem: path for path in sorted(NOTEBOOKS.glob("*.ipynb"))}
+
+
+def notebook_imports(nb: nbformat.NotebookNode) -> list[str]:
+    """The modules a notebook's code cells import at top level (`import a.b`, `from a.b import c`), in order."""
+    found: list[str] = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                found.extend(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.append(node.module)
+    return list(dict.fromkeys(found))
 
 
 def select(names: list[str] | None = None) -> dict[str, Path]:

@@ -3,9 +3,10 @@
 Reads SUBMISSIONS/<student>/<assignment>/*.ipynb, autogrades each submission with nbgrader in
 its own workspace (several at once), and writes into OUT:
   grades.csv      student_id, assignment, score, max_score, devices, skipped_devices
-  results.csv     one row per test cell and device with status passed/failed/error/timeout/skipped and a message
+  results.csv     one row per test cell and device with status passed/failed/error/timeout/skipped/tampered and a message
   feedback/<student>/<assignment>/feedback.html   what the student may see (no test source)
   autograded/<student>/<assignment>/              the executed notebooks, for the TA only
+  tampered.csv    the tests voided because the submission tampered with what tests rely on (only if any)
   timings.csv     seconds each submission graded in this run took, and how many of them its cells ran
   logs/           nbgrader's log for every submission whose grading failed, and each worker's log
   gradebook.db, source/, submitted/   the class gradebook: OUT is an nbgrader course directory,
@@ -39,7 +40,7 @@ from .gradebook import class_db_url, lay_out_course, write_class_gradebook
 from .intake import Submission, discover
 from .limits import Limits, become_subreaper, kill_descendants
 from .release import build_release
-from .report import Timing, grade_table, write_csvs, write_timings
+from .report import Timing, grade_table, tampered_summary, write_csvs, write_tampered, write_timings
 from .results import CellResult, autograded_cells, collect, execution_seconds
 
 
@@ -47,12 +48,12 @@ class InfrastructureError(RuntimeError):
     """The grading machine failed on a submission twice (its kernel could not start): the run stops."""
 
 
-def grade_submission(submission: Submission, out: Path, limits: Limits, warm_kernels: bool = True
-                     ) -> tuple[list[CellResult], Timing]:
+def grade_submission(submission: Submission, out: Path, limits: Limits, warm_kernels: bool = True,
+                     preload: tuple[str, ...] = ()) -> tuple[list[CellResult], Timing]:
     """Autograde one vetted submission (runs in a worker process); return its rows and where the time went.
 
     With `warm_kernels`, the kernel is forked from this worker's zygote (autograder/warm.py), which
-    imported the libraries of every instructor notebook once for all the worker's submissions.
+    imported `preload` (the libraries of the run's assignments) once for all the worker's submissions.
     A kernel that cannot start, or fails before any student code ran, is the machine's fault:
     the submission is graded once more with a cold kernel, and if that fails too,
     InfrastructureError stops the run rather than give the student a zero.
@@ -60,7 +61,7 @@ def grade_submission(submission: Submission, out: Path, limits: Limits, warm_ker
     started = time.perf_counter()
     if warm_kernels:
         try:
-            warm.activate(warm.preload_modules(*assignments().values()))
+            warm.activate(preload or warm.preload_modules(assignments()[submission.assignment]))
         except warm.ZygoteError as err:
             print(f"WARNING: cold kernel for {submission.student}/{submission.assignment}: {err}", file=sys.stderr)
     workspace, success, log = _autograde_once(submission, out, limits)
@@ -165,7 +166,9 @@ def grade_class(submissions: list[Submission], out: Path, workers: int, limits: 
     with start_engine(workers, out / "logs", limits, **extra) as pool:
         try:
             with tqdm(total=len(todo), unit="submission", desc="grading", file=sys.stderr) as progress:
-                futures = {pool.submit(grade_submission, s, out, limits, warm_kernels): s for s in todo}
+                # One zygote per worker serves every assignment of the run: it preloads what they import, no more.
+                preload = warm.preload_modules(*(assignments()[a] for a in sorted({s.assignment for s in todo})))
+                futures = {pool.submit(grade_submission, s, out, limits, warm_kernels, preload): s for s in todo}
                 for future in pool.as_completed(futures):
                     s = futures[future]
                     try:
@@ -278,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     print(grade_table(rows))
     print(f"\nwrote {args.out}/grades.csv, results.csv, feedback/ and the class gradebook for "
           f"{len(submissions)} submissions")
+    if write_tampered(args.out, rows):
+        print(f"\n{tampered_summary(rows)}\n(listed in {args.out}/tampered.csv)")
     return 0
 
 

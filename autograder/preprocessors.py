@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import ast
+import builtins
 import json
+import secrets
 import time
 from pathlib import Path
 
 import nbformat
 
+from dlkit import integrity
 from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
@@ -205,18 +209,49 @@ class RestoreMissingCells(NbGraderPreprocessor):
         return nb, resources
 
 
-GUARD_SNAPSHOT = "import dlkit.integrity\ndlkit.integrity.snapshot()  # inserted by the grader before any student code"
-GUARD_RESTORE = "__import__('dlkit.integrity').integrity.restore()  # inserted by the grader"
+GUARD_SNAPSHOT = "import dlkit.integrity\ndlkit.integrity.snapshot({modules!r})  # inserted by the grader before any student code"
+
+
+def _test_names(source: str) -> tuple[list[str], list[str]]:
+    """(modules a test cell imports, built-in names it reads without assigning them) from its source."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # e.g. IPython magics: no names, the cell is still checked
+        return [], []
+    modules, read, bound = [], set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules += [alias.name for alias in node.names]
+            bound |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules.append(node.module)
+            bound |= {alias.asname or alias.name for alias in node.names}
+        elif isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+    return modules, sorted(name for name in read - bound if name in vars(builtins))
 
 
 class GuardTests(NbGraderPreprocessor):
-    """Snapshot the functions tests rely on before student code runs; restore them atop every test cell."""
+    """Bracket every test cell with integrity checks (dlkit/integrity.py) and snapshot before student code.
+
+    The snapshot cell imports what the test cells import, so those modules are watched. Each test
+    cell starts and ends with a grader-written check request; the one at the end carries a nonce
+    that the passing check prints, which results.py requires of every test cell that raised nothing.
+    """
 
     def preprocess(self, nb, resources):
+        modules: list[str] = []
         for cell in nb.cells:
             if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("grade"):
-                cell.source = GUARD_RESTORE + "\n" + cell.source
-        nb.cells.insert(0, new_code_cell(GUARD_SNAPSHOT))
+                imported, used = _test_names(cell.source)
+                modules += imported
+                grade_id = _grade_id(cell) or ""
+                nonce = secrets.token_hex(8)
+                cell.source = "\n".join([integrity.request("before", grade_id, used), cell.source,
+                                         integrity.request("after", grade_id, used, nonce)])
+        nb.cells.insert(0, new_code_cell(GUARD_SNAPSHOT.format(modules=list(dict.fromkeys(modules)))))
         return nb, resources
 
 

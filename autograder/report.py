@@ -1,4 +1,4 @@
-"""The class-level outputs: grades.csv, results.csv and the table printed at the end of a run."""
+"""The class-level outputs: grades.csv, results.csv, tampered.csv and the table and summary printed at the end of a run."""
 
 from __future__ import annotations
 
@@ -85,6 +85,44 @@ def write_csvs(out: Path, rows: list[CellResult]) -> None:
         covered = coverage(rows)
         for (student, assignment), (score, top) in totals(rows).items():
             writer.writerow([student, assignment, f"{score:g}", f"{top:g}", *covered[(student, assignment)]])
+
+
+def tampered_rows(rows: list[CellResult]) -> list[CellResult]:
+    """The rows voided for tampering, one per test cell (device rows repeat the cell's verdict)."""
+    seen = {}
+    for r in rows:
+        if r.status == "tampered":
+            seen.setdefault((r.student_id, r.assignment, r.grade_id), r)
+    return [seen[key] for key in sorted(seen)]
+
+
+def write_tampered(out: Path, rows: list[CellResult]) -> Path | None:
+    """OUT/tampered.csv: student, assignment, test and what changed, for the TA; None (and no file) if nothing was."""
+    voided = tampered_rows(rows)
+    path = out / "tampered.csv"
+    path.unlink(missing_ok=True)  # a resumed run must not keep a stale list
+    if not voided:
+        return None
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student_id", "assignment", "grade_id", "message"])
+        writer.writerows([r.student_id, r.assignment, r.grade_id, r.message] for r in voided)
+    return path
+
+
+def tampered_summary(rows: list[CellResult]) -> str:
+    """The lines printed for the TA at the end of grading: each submission with tests voided for tampering."""
+    voided = tampered_rows(rows)
+    if not voided:
+        return ""
+    by_submission: dict[tuple[str, str], list[CellResult]] = defaultdict(list)
+    for r in voided:
+        by_submission[(r.student_id, r.assignment)].append(r)
+    lines = [f"TAMPERING: {len(voided)} tests of {len(by_submission)} submissions were voided (0 points); "
+             "read their notebooks in autograded/:"]
+    for (student, assignment), found in by_submission.items():
+        lines.append(f"  {student}/{assignment}: {', '.join(r.grade_id for r in found)}: {found[0].message}")
+    return "\n".join(lines)
 
 
 def grade_table(rows: list[CellResult]) -> str:

@@ -18,11 +18,13 @@ another device's failure explains the lost points.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import nbformat
 from dlkit.devices import KNOWN_KINDS, explicit_devices
+from dlkit.integrity import MARKER as INTEGRITY_MARKER, REQUEST
 from dlkit.ondevice import MARKER
 from dlkit.seeding import SEED_MARKER
 from nbgrader.api import Gradebook, MissingEntry
@@ -30,8 +32,11 @@ from nbgrader.api import Gradebook, MissingEntry
 from .autograde import Workspace
 from .preprocessors import KERNEL_DIED, NOT_RUN, NOTEBOOK_TIMEOUT
 
-STATUSES = ("passed", "failed", "error", "timeout", "skipped")
+STATUSES = ("passed", "failed", "error", "timeout", "skipped", "tampered")
+#: The exception dlkit.integrity raises in a test cell that ran while the submission had tampered with what tests use.
+TAMPERED = "TamperingDetected"
 TIMEOUT_ERRORS = {"CellTimeoutError", "TimeoutError"}
+_AFTER_REQUEST = re.compile(rf"\('{REQUEST}', 'after', '([^']*)', \([^)]*\), '([0-9a-f]+)'\)")
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,25 @@ def _error_outputs(notebook: Path) -> dict[str, dict]:
         if grade_id and found:
             errors[grade_id] = next((o for o in found if o.get("ename") in TIMEOUT_ERRORS), found[0])
     return errors
+
+
+def _unchecked_cells(notebook: Path) -> set[str]:
+    """Test cells that raised nothing yet never printed their integrity marker (dlkit/integrity.py).
+
+    The grader ends each test cell with a check that prints "<MARKER> <grade_id> <nonce>", the
+    nonce being only in that cell's source. A cell that raised nothing without printing it did not
+    run the grader's lines: the submission replaced how cells run or rewrote them.
+    """
+    unchecked = set()
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        request = _AFTER_REQUEST.search(cell.source) if grade_id and cell.cell_type == "code" else None
+        if request is None or any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
+            continue
+        text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+        if f"{INTEGRITY_MARKER} {request.group(1)} {request.group(2)}" not in text:
+            unchecked.add(grade_id)
+    return unchecked
 
 
 def parse_markers(text: str, allowed: set[str] | None = None) -> dict[str, dict]:
@@ -149,8 +173,8 @@ def device_rows(cell: CellResult, markers: dict[str, dict]) -> list[CellResult]:
         status, message = marker["status"], marker["message"]
         if status == "skipped":
             message = message or f"not run: this runtime has no {kind}"
-        elif cell.status == "passed":
-            status, message = "passed", ""
+        elif cell.status in ("passed", "tampered"):  # tampering voids the test on every device it ran on
+            status, message = cell.status, cell.message
         elif (kind == "cpu" and status == "failed") or not explained:
             status = cell.status  # the cell's own exception came from the CPU (or is unexplained)
             message = cell.message if cell.message.startswith(f"on {kind}") else f"on {kind}: {cell.message}"
@@ -174,6 +198,8 @@ def describe_error(output: dict) -> tuple[str, str]:
         return "timeout", f"the cell {value}" if value else "the cell ran past the time limit"
     if name in (NOT_RUN, KERNEL_DIED):
         return "error", value
+    if name == TAMPERED:
+        return "tampered", f"tampered: {value}"
     if name == "AssertionError":
         return "failed", value or "a check failed (the test gave no message)"
     if name == "NotImplementedError":
@@ -190,6 +216,7 @@ def collect(workspace: Workspace, source: Path, success: bool, log: str) -> list
         return [CellResult(student, assignment, gid, 0.0, pts, "error", f"grading failed: {reason}")
                 for gid, pts in cells]
     errors = _error_outputs(workspace.autograded_notebook)
+    unchecked = _unchecked_cells(workspace.autograded_notebook)
     markers = _device_markers(workspace.autograded_notebook)
     seeds = _seeds(workspace.autograded_notebook)
     rows = []
@@ -201,7 +228,10 @@ def collect(workspace: Workspace, source: Path, success: bool, log: str) -> list
                 rows.append(CellResult(student, assignment, grade_id, 0.0, points, "error",
                                        "test cell missing from the graded notebook"))
                 continue
-            if grade_id in errors:
+            if grade_id in unchecked:
+                score, status, message = 0.0, "tampered", ("tampered: the grader's integrity check did not run "
+                                                           "in this test (cells were rewritten or not run)")
+            elif grade_id in errors:
                 status, message = describe_error(errors[grade_id])
             elif score >= points:
                 status, message = "passed", ""

@@ -13,7 +13,6 @@ kernel it started itself (ForkedKernel below stands in for subprocess.Popen).
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import select
@@ -27,8 +26,9 @@ from functools import lru_cache
 from pathlib import Path
 
 import nbformat
-from dlkit.integrity import GUARDED
+from dlkit.integrity import CORE
 
+from .course import notebook_imports
 from .limits import become_subreaper
 
 ZYGOTE = Path(__file__).resolve().with_name("zygote.py")
@@ -36,7 +36,7 @@ ZYGOTE = Path(__file__).resolve().with_name("zygote.py")
 #: Imported in every zygote: what any kernel loads to start, the kit's helper package, and what the
 #: grader's own first cell imports (dlkit.integrity snapshots numpy's, torch's and dlkit's checks).
 ALWAYS = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.debugger", "matplotlib_inline.backend_inline",
-          "dlkit", "dlkit.integrity", *GUARDED)
+          "dlkit", "dlkit.integrity", *CORE)
 
 
 #: What libraries import on first use rather than when imported, preloaded where the class imports the
@@ -68,21 +68,7 @@ def preload_modules(*notebooks: Path) -> tuple[str, ...]:
     the kernel's memory limit). Cached: a worker asks for every submission, and the released
     sources do not change during a run.
     """
-    found: list[str] = []
-    for notebook in notebooks:
-        for cell in nbformat.read(notebook, as_version=4).cells:
-            if cell.cell_type != "code":
-                continue
-            source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
-            try:
-                tree = ast.parse(source)
-            except SyntaxError:
-                continue
-            for node in tree.body:
-                if isinstance(node, ast.Import):
-                    found.extend(alias.name for alias in node.names)
-                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                    found.append(node.module)
+    found = [name for notebook in notebooks for name in notebook_imports(nbformat.read(notebook, as_version=4))]
     later = [name for library, names in ON_FIRST_USE.items() if library in found for name in names]
     return tuple(dict.fromkeys([*ALWAYS, *found, *later]))
 
@@ -185,6 +171,7 @@ def activate(modules: tuple[str, ...]) -> Zygote:
         _active = None
     if _active is None:
         _active = Zygote(modules)
+        print(f"warm kernels: a zygote preloaded {' '.join(_active.loaded)}", file=sys.stderr)  # the worker's log
     return _active
 
 

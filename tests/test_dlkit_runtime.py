@@ -127,3 +127,11 @@ def test_data_file_finds_shipped_files_and_lists_them_when_missing():
 
 def test_tf_devices_lists_the_cpu():
     assert any(name.endswith("CPU:0") for name in dlkit.tf_devices())
+
+
+def test_cpu_peak_counts_physical_cores_not_hyperthreads():
+    two_cores_four_threads = "\n\n".join(
+        f"processor\t: {cpu}\nphysical id\t: 0\ncore id\t\t: {cpu % 2}\nflags\t\t: avx2 fma" for cpu in range(4))
+    assert hardware.physical_cores(two_cores_four_threads, usable={0, 1, 2, 3}) == 2
+    assert hardware.physical_cores(two_cores_four_threads, usable={0, 2}) == 1, "two threads of one core"
+    assert hardware.physical_cores("processor\t: 0\n\nprocessor\t: 1", usable={0, 1}) == 2, "no topology: logical"

@@ -72,7 +72,8 @@ def test_release_opens_with_the_colab_link_and_the_locked_setup_cell(release, na
     link, setup = student.cells[0], student.cells[1]
     assert link.cell_type == "markdown" and where.colab_url(f"{name}/{name}.ipynb") in link.source
     assert "Restart session and run all" in link.source, "students are told how to run the visible checks in Colab"
-    assert setup.cell_type == "code" and setup.source == colab_setup.setup_cell(where.pip, wants(source)).source
+    expected = colab_setup.setup_cell(where.pip, wants(source), colab_setup.extra_requirements(source))
+    assert setup.cell_type == "code" and setup.source == expected.source
     meta = setup.metadata["nbgrader"]
     assert meta["grade_id"] == colab_setup.SETUP_GRADE_ID and meta["locked"] and not meta["grade"]
     assert not meta["solution"] and setup.metadata.get("editable") is False
@@ -127,5 +128,18 @@ def test_gradebook_knows_the_setup_cell_so_grading_restores_an_edited_one(releas
     with Gradebook(f"sqlite:///{BUILD / 'gradebook.db'}") as gb:
         for name in release:
             cell = gb.find_source_cell(colab_setup.SETUP_GRADE_ID, name, name)
-            expected = colab_setup.setup_cell(where.pip, wants(nbformat.read(assignments()[name], as_version=4)))
+            source = nbformat.read(assignments()[name], as_version=4)
+            expected = colab_setup.setup_cell(where.pip, wants(source), colab_setup.extra_requirements(source))
             assert cell.locked and cell.source == expected.source
+
+
+def test_each_setup_cell_installs_its_own_notebooks_missing_libraries_at_the_course_pins():
+    pins = colab_setup.course_pins()
+    extras = {name: dict(colab_setup.extra_requirements(nbformat.read(path, as_version=4)))
+              for name, path in assignments().items()}
+    assert {"onnx", "onnxruntime", "onnxscript"} <= set(extras["07_deployment"]), "07 exports with torch.onnx"
+    assert extras["07_deployment"]["onnxruntime"] == pins["onnxruntime"], "the pin of pyproject's course extra"
+    for name, found in extras.items():
+        assert not set(found) & colab_setup.RUNTIME_OWNED, f"{name} would replace the runtime's own {set(found)}"
+        if name != "07_deployment":
+            assert "onnx" not in found, f"{name} does not use ONNX"

@@ -115,3 +115,25 @@ def assert_no_float64(fn, *args, name: str = "the function") -> object:
         raise AssertionError(f"{name} computes in float64 (operations {', '.join(dict.fromkeys(made))}) on float32 "
                              "inputs: keep the inputs' dtype throughout; TPUs and Apple GPUs have no float64")
     return result
+
+
+def dispatched_ops(fn, *args) -> tuple[object, int]:
+    """Call `fn(*args)` and count the torch operations it ran: (its result, how many).
+
+    What a vectorisation exercise leaves behind: a vectorised function runs the same few operations
+    whatever the size of its input, while a Python-level loop (`for`, a comprehension, `map`,
+    recursion) runs some per element. Counted as they run, not read from the source.
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    count = 0
+
+    class CountOps(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            nonlocal count
+            count += 1
+            return func(*args, **(kwargs or {}))
+
+    with CountOps():
+        result = fn(*args)
+    return result, count

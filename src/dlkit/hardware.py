@@ -52,17 +52,42 @@ def _cpu_flags_and_mhz() -> tuple[set[str], float | None]:
     return (set(flags.group(1).split()) if flags else set()), (max(mhz) if mhz else None)
 
 
+def physical_cores(cpuinfo: str | None = None, usable: set[int] | None = None) -> int:
+    """Physical cores among the logical CPUs this process may use (hyperthreads share a core's FMA units).
+
+    Counted from /proc/cpuinfo's (physical id, core id) pairs; where those are missing (a VM that
+    hides its topology, a non-Linux system), the logical CPUs are counted instead.
+    """
+    if usable is None:
+        usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return len(usable)
+    cores = set()
+    for block in cpuinfo.strip().split("\n\n"):
+        fields = dict(line.split(":", 1) for line in block.splitlines() if ":" in line)
+        fields = {k.strip(): v.strip() for k, v in fields.items()}
+        if "processor" not in fields or "core id" not in fields:
+            return len(usable)
+        if int(fields["processor"]) in usable:
+            cores.add((fields.get("physical id", "0"), fields["core id"]))
+    return len(cores) or len(usable)
+
+
 def cpu_peak_flops(cores: int | None = None, clock_hz: float | None = None) -> float:
     """Estimated FP32 peak of the CPUs this process may use.
 
-    FP32 FLOPs per cycle per core follow the widest vector FMA the CPU reports: AVX-512 64,
+    Cores are physical cores (two hyperthreads of one core share its vector units, so they do not
+    double the peak). FP32 FLOPs per cycle per core follow the widest vector FMA the CPU reports: AVX-512 64,
     AVX2+FMA 32, AVX 16, else 8. The clock defaults to the highest the OS reports (or 3 GHz if
     unknown); a virtual machine often reports only its base clock, so a measured throughput can
     beat this estimate when the chip runs in turbo.
     """
     flags, mhz = _cpu_flags_and_mhz()
     if cores is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        cores = physical_cores()
     if clock_hz is None:
         clock_hz = mhz * 1e6 if mhz else 3e9
     if "avx512f" in flags:

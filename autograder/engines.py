@@ -29,6 +29,28 @@ from .limits import Limits, apply_process_limits
 ENGINES = ("local", "dask")
 
 
+def kernel_environment(workers: int) -> dict[str, str]:
+    """What every grading kernel's environment holds unless the TA set it: the same answer on every machine, fair shares.
+
+    - MPLBACKEND=Agg: no plot windows.
+    - NVIDIA_TF32_OVERRIDE=0: on Ampere and later GPUs TensorFlow computes float32 matmuls and
+      convolutions in TF32 by default (10 mantissa bits), and torch its cuDNN convolutions; off, so
+      float32 answers are checked in float32 and a grade never depends on the GPU generation.
+    - TF_FORCE_GPU_ALLOW_GROWTH=true: TensorFlow otherwise reserves nearly all of a GPU's memory in the
+      first kernel that touches it, and every other worker's kernel fails to allocate; with it, kernels
+      share the GPU by taking what they use (as PyTorch's caching allocator does by default).
+    - Thread pools sized to the kernel's share of the cores: BLAS and OpenMP pools sized for the whole
+      machine in each of `workers` kernels oversubscribe it (one mid-sized matmul measured 20x slower).
+    """
+    threads = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
+    return {"MPLBACKEND": "Agg", "NVIDIA_TF32_OVERRIDE": "0", "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+            "OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+
+
+# What a Dask worker on another machine must be told: the kernel environment, and the devices to visit.
+FORWARDED_ENV = (*kernel_environment(1), "DLKIT_DEVICES")
+
+
 def init_worker(log_dir: Path, limits: Limits, env: dict[str, str] | None = None) -> None:
     """Prepare a grading worker: limits every kernel it starts inherits, its own output to a log file."""
     os.environ.update(env or {})
@@ -74,9 +96,7 @@ def dask_engine(workers: int, log_dir: Path, limits: Limits, scheduler: str | No
         def setup(self, worker) -> None:
             init_worker(log_dir, limits, env)
 
-    env = {k: v for k, v in os.environ.items()
-           if k in ("MPLBACKEND", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "DLKIT_DEVICES",
-                    "NVIDIA_TF32_OVERRIDE")}
+    env = {k: v for k, v in os.environ.items() if k in FORWARDED_ENV}
     cluster = None
     if scheduler is None:
         cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,

@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 from . import resume, sandbox, warm
 from .autograde import Workspace, infrastructure_failure, prepare_workspace, run_autograde
 from .course import BUILD, RELEASE, assignments
-from .engines import ENGINES, dask_engine, local_engine
+from .engines import ENGINES, dask_engine, kernel_environment, local_engine
 from .feedback import write_feedback
 from .gradebook import class_db_url, lay_out_course, write_class_gradebook
 from .intake import Submission, discover
@@ -151,16 +151,8 @@ def grade_class(submissions: list[Submission], out: Path, workers: int, limits: 
     if len(todo) < len(submissions):
         print(f"{len(submissions) - len(todo)} submissions already graded or ungradable; grading {len(todo)}",
               file=sys.stderr)
-    os.environ.setdefault("MPLBACKEND", "Agg")  # kernels inherit it: no plot windows while grading
-    # On Ampere and later GPUs TensorFlow computes float32 matmuls and convolutions in TF32 by default (10
-    # mantissa bits), and torch its cuDNN convolutions: off while grading, so that float32 answers are
-    # checked in float32 on every machine and a grade never depends on the GPU generation.
-    os.environ.setdefault("NVIDIA_TF32_OVERRIDE", "0")
-    # Each kernel gets its share of the cores: BLAS and OpenMP pools sized for the whole machine in
-    # every one of `workers` kernels oversubscribe it (one mid-sized matmul measured 20x slower).
-    threads = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
-    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(name, threads)
+    for name, value in kernel_environment(workers).items():  # kernels inherit it; what the TA set wins
+        os.environ.setdefault(name, value)
     start_engine = dask_engine if engine == "dask" else local_engine
     extra = {"scheduler": scheduler} if engine == "dask" else {}
     with start_engine(workers, out / "logs", limits, **extra) as pool:

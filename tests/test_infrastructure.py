@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from autograder.autograde import infrastructure_failure
+from autograder.engines import FORWARDED_ENV, kernel_environment
 from autograder.course import REPO
 from autograder.samples import SUBMISSIONS
 
@@ -83,3 +84,11 @@ def test_processes_that_fork_kernels_or_ranks_never_initialise_cuda():
     probe = subprocess.run([sys.executable, "-c", "import torch.cuda; print(torch.cuda._nvml_based_avail())"],
                            env={**os.environ, **warm.ZYGOTE_ENV}, capture_output=True, text=True, check=True)
     assert probe.stdout.strip() == "True", "torch no longer reads the variable: find its new switch"
+
+
+def test_kernels_get_the_same_numerics_on_every_machine_and_share_the_gpu():
+    """TF32 off and TensorFlow's GPU memory taken on demand, in the driver and on every Dask worker."""
+    env = kernel_environment(workers=4)
+    assert env["NVIDIA_TF32_OVERRIDE"] == "0" and env["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    assert env["OMP_NUM_THREADS"] == str(max(1, (os.cpu_count() or 1) // 4))
+    assert set(env) | {"DLKIT_DEVICES"} == set(FORWARDED_ENV)

@@ -201,7 +201,7 @@ def assignment_section(assignment: str, rows: list[CellResult], seconds: list[fl
             cells.append(f"{100 * passed / len(graded):.0f}% <small>({passed}/{len(graded)})</small>")
             groups = group_messages([r.message for r in graded if r.status != "passed"])
             for text, n in groups[:TOP_MESSAGES]:
-                where = f"{html.escape(d)}: " if len(devices) > 1 else ""
+                where = f"{html.escape(d)}: " if d and len(devices) > 1 else ""
                 failures.append(f"<li><b>{n}</b> × {where}<code>{html.escape(text)}</code></li>")
         cells.append(f'<ul class="messages">{"".join(failures)}</ul>' if failures else "")
         table_rows.append(cells)

@@ -29,6 +29,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # a file, never a window, whatever the caller's MPLBACKEND
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from dlkit.devices import KNOWN_KINDS  # noqa: E402
 
@@ -129,6 +130,7 @@ def score_histogram(percent: list[float], assignment: str) -> str:
     ax.hist(percent, bins=[i * 5 for i in range(21)], color="#4c72b0", edgecolor="white")
     ax.set_xlabel("score (% of the maximum)")
     ax.set_ylabel("students")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlim(0, 100)
     ax.set_title(f"{assignment}: scores of {len(percent)} students")
     return _png(fig)
@@ -149,8 +151,35 @@ def time_histogram(seconds: list[float], assignment: str) -> str:
     ax.hist(seconds, bins=30, color="#55a868", edgecolor="white")
     ax.set_xlabel("seconds to grade one submission")
     ax.set_ylabel("submissions")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(f"{assignment}: grading time")
     return _png(fig)
+
+
+def pass_rate_table(rows: list[CellResult], tests: list[str], devices: list[str]) -> str:
+    """One row per test: its pass rate on each device, and its TOP_MESSAGES failure groups per device."""
+    by_test_device: dict[tuple[str, str], list[CellResult]] = defaultdict(list)
+    for r in rows:
+        by_test_device[(r.grade_id, r.device)].append(r)
+    header = ["test"] + [html.escape(d or NO_DEVICE) for d in devices] + ["most common failure messages (count)"]
+    table_rows = []
+    for g in tests:
+        cells, failures = [f"<code>{html.escape(g)}</code>"], []
+        for d in devices:
+            found = by_test_device.get((g, d), [])
+            graded = [r for r in found if r.status != "skipped"]
+            if not graded:
+                cells.append("skipped" if found else "–")
+                continue
+            passed = sum(r.status == "passed" for r in graded)
+            cells.append(f"{100 * passed / len(graded):.0f}% <small>({passed}/{len(graded)})</small>")
+            groups = group_messages([r.message for r in graded if r.status != "passed"])
+            for text, n in groups[:TOP_MESSAGES]:
+                where = f"{html.escape(d)}: " if d and len(devices) > 1 else ""
+                failures.append(f"<li><b>{n}</b> × {where}<code>{html.escape(text)}</code></li>")
+        cells.append(f'<ul class="messages">{"".join(failures)}</ul>' if failures else "")
+        table_rows.append(cells)
+    return _table(header, table_rows, 1)
 
 
 def assignment_section(assignment: str, rows: list[CellResult], seconds: list[float]) -> str:
@@ -160,11 +189,9 @@ def assignment_section(assignment: str, rows: list[CellResult], seconds: list[fl
     percent = [100 * s / top if top else 0.0 for s, top in scores.values()]
     tests = list(dict.fromkeys(r.grade_id for r in rows))  # notebook order, as results.csv lists them
     devices = _device_order({r.device for r in rows})
-    by_test_device: dict[tuple[str, str], list[CellResult]] = defaultdict(list)
     lost: Counter[str] = Counter()
     seen_cells = set()
     for r in rows:
-        by_test_device[(r.grade_id, r.device)].append(r)
         if (r.student_id, r.grade_id) not in seen_cells:
             seen_cells.add((r.student_id, r.grade_id))
             lost[r.grade_id] += r.score < r.max_score
@@ -187,25 +214,7 @@ def assignment_section(assignment: str, rows: list[CellResult], seconds: list[fl
         parts.append(lost_points_chart([item for item in ranked if item[1]], students, assignment))
 
     parts.append("<h3>Pass rate of each test on each device, and the most common failures</h3>")
-    header = ["test"] + [html.escape(d or NO_DEVICE) for d in devices] + ["most common failure messages (count)"]
-    table_rows = []
-    for g in tests:
-        cells, failures = [f"<code>{html.escape(g)}</code>"], []
-        for d in devices:
-            found = by_test_device.get((g, d), [])
-            graded = [r for r in found if r.status != "skipped"]
-            if not graded:
-                cells.append("skipped" if found else "–")
-                continue
-            passed = sum(r.status == "passed" for r in graded)
-            cells.append(f"{100 * passed / len(graded):.0f}% <small>({passed}/{len(graded)})</small>")
-            groups = group_messages([r.message for r in graded if r.status != "passed"])
-            for text, n in groups[:TOP_MESSAGES]:
-                where = f"{html.escape(d)}: " if d and len(devices) > 1 else ""
-                failures.append(f"<li><b>{n}</b> × {where}<code>{html.escape(text)}</code></li>")
-        cells.append(f'<ul class="messages">{"".join(failures)}</ul>' if failures else "")
-        table_rows.append(cells)
-    parts.append(_table(header, table_rows, 1))
+    parts.append(pass_rate_table(rows, tests, devices))
 
     by_status: Counter[str] = Counter()
     submissions: dict[str, set[str]] = defaultdict(set)
@@ -257,7 +266,7 @@ def build_report(out: Path) -> Path:
     sections = [assignment_section(a, by_assignment[a], seconds.get(a, [])) for a in names]
     page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>Class report</title>'
             f"<style>{STYLE}</style></head><body><h1>Class report</h1>"
-            f"<p>{students} students, {len(names)} assignments, {len(rows)} test results "
+            f"<p>{students} students, {len(names)} assignment{'s' if len(names) != 1 else ''}, {len(rows)} test results "
             f"(from <code>results.csv</code>). Messages are the ones students see in their feedback.</p>"
             f"<ul>{contents}</ul>{''.join(sections)}</body></html>\n")
     path = out / "report.html"

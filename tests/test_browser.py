@@ -200,6 +200,13 @@ Reveal.slide(where.h, where.v);
 MathJax.Hub.Queue(() => document.fonts.ready.then(() => done({
   slides: Reveal.getTotalSlides(),
   math: withMath.querySelectorAll('.MathJax, .MathJax_Display, .MathJax_CHTML').length,
+  misplaced: Array.from(withMath.querySelectorAll('.MathJax')).filter(jax => {
+    const box = jax.getBoundingClientRect();
+    return Array.from(jax.querySelectorAll('.mi, .mo, .mn')).some(glyph => {
+      const g = glyph.getBoundingClientRect();
+      return g.width > 0 && (g.left < box.left - 2 || g.right > box.right + 2);
+    });
+  }).length,
   font: [...document.fonts].some(f => f.family.includes('Source Sans Pro') && f.status === 'loaded'),
   mathFont: [...document.fonts].some(f => f.family.startsWith('STIXMathJax') && f.status === 'loaded'),
 })));
@@ -227,4 +234,5 @@ def test_slides_render_with_math_with_the_network_blocked(tmp_path):
     assert not missing, f"files the deck loads are missing next to it: {missing}"
     assert shown["slides"] >= 6, f"the deck should have its slides: {shown}"
     assert shown["math"] > 0, f"the formula should be typeset by MathJax: {shown}"
+    assert shown["misplaced"] == 0, f"a formula is drawn partly outside its box (typeset while hidden): {shown}"
     assert shown["font"] and shown["mathFont"], f"the theme's and MathJax's fonts should load from the copied files: {shown}"

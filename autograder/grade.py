@@ -8,6 +8,7 @@ its own workspace (several at once), and writes into OUT:
   autograded/<student>/<assignment>/              the executed notebooks, for the TA only
   tampered.csv    the tests voided because the submission tampered with what tests rely on (only if any)
   timings.csv     seconds each submission graded in this run took, and how many of them its cells ran
+  report.html     the class report (scores, pass rates, common failures, timings): autograder/class_report.py
   logs/           nbgrader's log for every submission whose grading failed, and each worker's log
   gradebook.db, source/, submitted/   the class gradebook: OUT is an nbgrader course directory,
                   so `nbgrader formgrader` and `nbgrader export` work on it
@@ -33,6 +34,7 @@ from tqdm.auto import tqdm
 
 from . import resume, sandbox, warm
 from .autograde import Workspace, infrastructure_failure, prepare_workspace, run_autograde
+from .class_report import build_report
 from .course import BUILD, RELEASE, assignments
 from .engines import ENGINES, dask_engine, kernel_environment, local_engine
 from .feedback import write_feedback
@@ -191,6 +193,7 @@ def grade_class(submissions: list[Submission], out: Path, workers: int, limits: 
     write_csvs(out, rows)
     if timings:
         write_timings(out, timings)
+    build_report(out)
     lay_out_course(out, submissions)
     write_class_gradebook(db_url or class_db_url(out), rows)
     return rows
@@ -271,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
               f"and run the same command again to finish.", file=sys.stderr)
         return 3
     print(grade_table(rows))
-    print(f"\nwrote {args.out}/grades.csv, results.csv, feedback/ and the class gradebook for "
+    print(f"\nwrote {args.out}/grades.csv, results.csv, report.html, feedback/ and the class gradebook for "
           f"{len(submissions)} submissions")
     if write_tampered(args.out, rows):
         print(f"\n{tampered_summary(rows)}\n(listed in {args.out}/tampered.csv)")

@@ -9,8 +9,13 @@ That metadata is set by rules (`slide_type` below), never by hand, so that an ed
 notebook gets consistent cuts again with `python -m autograder.slides --mark`; the slides test
 fails when a notebook's cuts differ from what the rules say.
 
-The decks load reveal.js, RequireJS, jQuery and MathJax from public CDNs (nbconvert's defaults), so
-the machine that shows them needs internet; the lecture copy and a live JupyterLab do not.
+  build/slides/reveal.js/, mathjax/  what the decks load: they show with no network (a lecture hall's
+                                    projector, a train), like the lecture copy and a live JupyterLab
+reveal.js (its script, styles and fonts) comes from the sphinx-revealjs package and MathJax 2 (what
+nbconvert's templates configure) from jupyter-server-mathjax, both PyPI packages in the course
+environment, so nothing is downloaded from anywhere else. The template
+(autograder/templates/reveal_offline) is nbconvert's reveal template less its CDN parts: reveal.js
+loads as plain scripts instead of through RequireJS, without jQuery or Mermaid.
 
 Usage: python -m autograder.slides [--mark] [assignment ...]
 """
@@ -20,12 +25,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import jupyter_server_mathjax
 import nbformat
+import sphinx_revealjs
 from nbconvert.exporters import SlidesExporter
 from nbconvert.preprocessors import ExecutePreprocessor
 
@@ -38,6 +46,14 @@ INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 SUMMARY_HEADING = "## What to remember"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 CELL_TIMEOUT = 600
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+# Where the decks find reveal.js and MathJax: folders next to them (copy_assets), named relative to the deck.
+REVEAL_DIR = "reveal.js"
+MATHJAX_DIR = "mathjax"
+REVEAL_THEME = "white"  # its font (Source Sans Pro) ships with reveal.js; "simple", nbconvert's default, fetches Google Fonts
+MATHJAX_URL = f"{MATHJAX_DIR}/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
+REVEAL_SOURCE = Path(sphinx_revealjs.__file__).parent / "_static" / "revealjs"
+MATHJAX_SOURCE = Path(jupyter_server_mathjax.__file__).parent / "static"
 
 
 def _nbgrader(cell: nbformat.NotebookNode) -> dict:
@@ -125,17 +141,28 @@ def export_slides(nb: nbformat.NotebookNode) -> str:
     """The reveal.js HTML of an executed notebook.
 
     Long slides scroll rather than overflow the screen, and the slide is wide enough for the
-    notebooks' code lines (about 120 characters), which reveal.js would otherwise cut off.
+    notebooks' code lines (about 120 characters), which reveal.js would otherwise cut off. The deck
+    loads reveal.js and MathJax from folders next to it (copy_assets), never from a CDN.
     """
-    exporter = SlidesExporter(reveal_scroll=True, reveal_transition="none", reveal_width="1400", reveal_height="880")
+    exporter = SlidesExporter(reveal_scroll=True, reveal_transition="none", reveal_width="1400", reveal_height="880",
+                              reveal_theme=REVEAL_THEME, reveal_url_prefix=REVEAL_DIR, mathjax_url=MATHJAX_URL,
+                              extra_template_basedirs=[str(TEMPLATES)], template_name="reveal_offline")
     html, _ = exporter.from_notebook_node(nb)
     return html
+
+
+def copy_assets(out: Path) -> None:
+    """Put reveal.js (dist/ and plugin/: script, styles, theme fonts) and MathJax next to the decks in `out`."""
+    for part in ("dist", "plugin"):
+        shutil.copytree(REVEAL_SOURCE / part, out / REVEAL_DIR / part, dirs_exist_ok=True)
+    shutil.copytree(MATHJAX_SOURCE, out / MATHJAX_DIR, dirs_exist_ok=True)
 
 
 def build_slides(names: list[str] | None = None, out: Path = SLIDES) -> dict[str, Path]:
     """Execute and export the named notebooks (all by default); return each deck's path."""
     sources = select(names)
     out.mkdir(parents=True, exist_ok=True)
+    copy_assets(out)
     decks = {}
     for name in sources:
         nb = execute(sources[name])

@@ -1,4 +1,7 @@
-"""What a student sees: the release notebook run in JupyterLab in a real (headless) Chromium.
+"""What a student and a TA see, in a real (headless) Chromium.
+
+The student: the release notebook run in JupyterLab. The TA: the class report of a graded sample class.
+The instructor: a lecture deck shown with the network blocked.
 
 The reference submission (the release with the solutions filled in) must run top to bottom with
 no error and its plots drawn. In the blank release every cell is run, and the only errors allowed
@@ -12,13 +15,17 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 from selenium.webdriver.common.by import By
 
-from autograder.samples import SUBMISSIONS
+from autograder.course import BUILD, REPO
+from autograder.samples import SUBMISSIONS, expected_failures
+from autograder.slides import build_slides
 
 from .browser import chromium, jupyter_lab, missing_browser, wait_for
 
@@ -145,3 +152,87 @@ def test_blank_release_fails_only_at_the_stubs(lab, tmp_path):
     unexpected = [text for text in shown if "NotImplementedError" not in text]
     assert not unexpected, "errors other than the stubs' NotImplementedError:\n" + "\n\n".join(unexpected)[:3000]
     assert len(shown) < len(cells), "cells that use no exercise should run cleanly"
+
+
+REPORT_CLASS = ["reference", "buggy_fma", "buggy_pool_zero", "buggy_kernel_flip"]  # 01_tensors samples
+# The report's figures, and its ranked tests (first column: rank, second: the test), as the page shows them.
+FIGURES_JS = """
+return Array.from(document.querySelectorAll('img.figure')).map(img => img.complete && img.naturalWidth > 0);
+"""
+RANKED_JS = """
+const heading = Array.from(document.querySelectorAll('h3')).find(h => h.textContent.startsWith('Exercises ranked'));
+return Array.from(heading.nextElementSibling.querySelectorAll('tbody tr')).map(
+  tr => [tr.cells[1].textContent, Number(tr.cells[2].textContent)]);
+"""
+
+
+@pytest.mark.pipeline
+def test_class_report_shows_figures_and_the_buggy_samples_tests_among_the_most_failed(release, tmp_path):
+    """The TA: grade a small sample class, open its report.html from disk, no server and no network."""
+    class_dir, out = tmp_path / "class", tmp_path / "out"
+    for student in REPORT_CLASS:
+        shutil.copytree(SUBMISSIONS / student / ASSIGNMENT, class_dir / student / ASSIGNMENT)
+    proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(class_dir), str(out), "--workers", "2",
+                           "--assignments", ASSIGNMENT], cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with chromium(tmp_path) as driver:
+        driver.get((out / "report.html").as_uri())
+        figures = driver.execute_script(FIGURES_JS)
+        ranked = driver.execute_script(RANKED_JS)
+        shot = BUILD / "screenshots" / "class_report.png"
+        shot.parent.mkdir(parents=True, exist_ok=True)
+        screenshot(driver, shot)
+    assert len(figures) >= 3 and all(figures), f"figures drawn: {figures}"
+    buggy = {test for student in REPORT_CLASS for test in expected_failures()[ASSIGNMENT].get(student, [])}
+    most_failed = {test for test, lost in ranked[:len(buggy)] if lost > 0}
+    assert buggy <= most_failed, f"the buggy samples' tests {sorted(buggy)} should lead the ranking {ranked}"
+
+
+# The deck, once reveal.js and MathJax have run: the slides, the math typeset on the slide that has some, the font.
+DECK_JS = """
+const done = arguments[arguments.length - 1];
+if (!window.Reveal || !Reveal.isReady() || !window.MathJax || !MathJax.Hub) { done(null); return; }
+const withMath = Array.from(document.querySelectorAll('.reveal .slides section'))
+  .find(s => !s.querySelector('section') && s.textContent.includes('D_{ij}'));
+if (!withMath) { done({slides: Reveal.getTotalSlides(), math: -1}); return; }
+const where = Reveal.getIndices(withMath);
+Reveal.slide(where.h, where.v);
+MathJax.Hub.Queue(() => document.fonts.ready.then(() => done({
+  slides: Reveal.getTotalSlides(),
+  math: withMath.querySelectorAll('.MathJax, .MathJax_Display, .MathJax_CHTML').length,
+  misplaced: Array.from(withMath.querySelectorAll('.MathJax')).filter(jax => {
+    const box = jax.getBoundingClientRect();
+    return Array.from(jax.querySelectorAll('.mi, .mo, .mn')).some(glyph => {
+      const g = glyph.getBoundingClientRect();
+      return g.width > 0 && (g.left < box.left - 2 || g.right > box.right + 2);
+    });
+  }).length,
+  font: [...document.fonts].some(f => f.family.includes('Source Sans Pro') && f.status === 'loaded'),
+  mathFont: [...document.fonts].some(f => f.family.startsWith('STIXMathJax') && f.status === 'loaded'),
+})));
+"""
+# Whether the page can reach the internet: a fetch of a CDN address the stock template would use.
+ONLINE_JS = """
+const done = arguments[arguments.length - 1];
+fetch('https://unpkg.com/reveal.js@4.0.2/dist/reveal.js', {mode: 'no-cors'}).then(() => done(true), () => done(false));
+"""
+
+
+def test_slides_render_with_math_with_the_network_blocked(tmp_path):
+    """A deck shows with no network: reveal.js, its font and MathJax come from the files `make slides` copied."""
+    deck = build_slides([ASSIGNMENT], out=tmp_path / "slides")[ASSIGNMENT]
+    with chromium(tmp_path) as driver:
+        driver.execute_cdp_cmd("Network.enable", {})
+        driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["http://*", "https://*"]})
+        driver.get(deck.as_uri())
+        assert driver.execute_async_script(ONLINE_JS) is False, "the network should be blocked for this test"
+        shown = wait_for("reveal.js and MathJax to run", lambda: driver.execute_async_script(DECK_JS), 60)
+        shot = BUILD / "screenshots" / "slides_offline.png"
+        shot.parent.mkdir(parents=True, exist_ok=True)
+        screenshot(driver, shot)
+        missing = [e["message"] for e in driver.get_log("browser") if "ERR_FILE_NOT_FOUND" in e["message"]]
+    assert not missing, f"files the deck loads are missing next to it: {missing}"
+    assert shown["slides"] >= 6, f"the deck should have its slides: {shown}"
+    assert shown["math"] > 0, f"the formula should be typeset by MathJax: {shown}"
+    assert shown["misplaced"] == 0, f"a formula is drawn partly outside its box (typeset while hidden): {shown}"
+    assert shown["font"] and shown["mathFont"], f"the theme's and MathJax's fonts should load from the copied files: {shown}"

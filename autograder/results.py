@@ -207,6 +207,31 @@ def describe_error(output: dict) -> tuple[str, str]:
     return "error", f"{name}: {value}" if value else name
 
 
+_FRAME = re.compile(r'^\s*File "[^"]*", line \d+, in .*$')
+
+
+def without_stack_frames(message: str) -> str:
+    """A failure message without the stack frames some libraries put into their errors.
+
+    TensorFlow's graph errors list where each node was defined ("Detected at node ... defined at
+    (most recent call last): File ..., line ..., in check_step") and AutoGraph's quote the frames
+    "in user code:" with their source lines: frames of the hidden test, and the grader's own paths.
+    The frame lines and the source line under each go; the error's own sentences stay.
+    """
+    kept: list[str] = []
+    skip_source = False
+    for line in message.splitlines():
+        if _FRAME.match(line):
+            skip_source = True
+            continue
+        if skip_source and line.startswith(" ") and line.strip():
+            continue  # the frame's source line, and Python's ^^^^ markers under it
+        skip_source = False
+        if line.strip() != "Traceback (most recent call last):":
+            kept.append(line)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
+
+
 def collect(workspace: Workspace, source: Path, success: bool, log: str) -> list[CellResult]:
     """Rows for every test cell of the submission graded in `workspace`."""
     cells = autograded_cells(source)
@@ -238,7 +263,8 @@ def collect(workspace: Workspace, source: Path, success: bool, log: str) -> list
             else:
                 status, message = "failed", f"scored {score:g} of {points:g}"
             cell = CellResult(student, assignment, grade_id, float(score), points, status, message)
-            rows.extend(with_seed(row, seeds) for row in device_rows(cell, markers.get(grade_id, {})))
+            rows.extend(with_seed(replace(row, message=without_stack_frames(row.message)), seeds)
+                        for row in device_rows(cell, markers.get(grade_id, {})))
     return rows
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from autograder.report import coverage, totals
-from autograder.results import CellResult, device_rows, parse_markers
+from autograder.results import CellResult, device_rows, parse_markers, without_stack_frames
 from dlkit.ondevice import MARKER
 
 
@@ -49,3 +49,19 @@ def test_totals_count_each_cell_once_and_coverage_names_devices():
     rows.append(CellResult("ann", "01_tensors", "test_y", 1.0, 1.0, "passed", ""))
     assert totals(rows) == {("ann", "01_tensors"): (3.0, 3.0)}
     assert coverage(rows) == {("ann", "01_tensors"): ("cpu+fakegpu", "cuda")}
+
+
+def test_messages_lose_library_stack_frames_that_would_show_hidden_test_source():
+    tf_graph_error = ("InvalidArgumentError: Graph execution error:\n\nDetected at node dense/BiasAdd defined at "
+                      "(most recent call last):\n  File \"/grader/zygote.py\", line 123, in <module>\n\n"
+                      "  File \"/tmp/kit-1/ipykernel_1/123.py\", line 9, in check_one_step\n\n"
+                      "Matrix size-incompatible: In[0]: [7,2], In[1]: [3,4]")
+    autograph_error = ("ValueError: in user code:\n\n    File \"/tmp/kit-1/ipykernel_1/9.py\", line 4, in hidden_helper  *\n"
+                       "        secret = expected_answer(x) * 2\n        ^^^^^^^^^^^^^^\n\n    ValueError: shapes differ")
+    for message in (without_stack_frames(tf_graph_error), without_stack_frames(autograph_error)):
+        assert 'File "' not in message and "check_one_step" not in message and "hidden_helper" not in message
+        assert "expected_answer" not in message and "^^^" not in message and "\n\n\n" not in message
+    assert without_stack_frames(tf_graph_error).endswith("Matrix size-incompatible: In[0]: [7,2], In[1]: [3,4]")
+    assert without_stack_frames(autograph_error).endswith("ValueError: shapes differ")
+    plain = "on cuda: expected shape (3, 4)\n  got (4, 3)"
+    assert without_stack_frames(plain) == plain, "an indented line that follows no frame is the message's own"

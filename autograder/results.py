@@ -73,13 +73,13 @@ def autograded_cells(notebook: Path) -> list[tuple[str, float]]:
     return cells
 
 
-def _error_outputs(notebook: Path) -> dict[str, dict]:
+def _error_outputs(nb: nbformat.NotebookNode) -> dict[str, dict]:
     """The error output that explains each failed graded cell, by grade_id.
 
     A timeout wins over the KeyboardInterrupt that the interrupt it triggered raised.
     """
     errors = {}
-    for cell in nbformat.read(notebook, as_version=4).cells:
+    for cell in nb.cells:
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         found = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
         if grade_id and found:
@@ -87,7 +87,7 @@ def _error_outputs(notebook: Path) -> dict[str, dict]:
     return errors
 
 
-def _unchecked_cells(notebook: Path) -> set[str]:
+def _unchecked_cells(nb: nbformat.NotebookNode) -> set[str]:
     """Test cells that raised nothing yet never printed their integrity marker (dlkit/integrity.py).
 
     The grader ends each test cell with a check that prints "<MARKER> <grade_id> <nonce>", the
@@ -95,7 +95,7 @@ def _unchecked_cells(notebook: Path) -> set[str]:
     run the grader's lines: the submission replaced how cells run or rewrote them.
     """
     unchecked = set()
-    for cell in nbformat.read(notebook, as_version=4).cells:
+    for cell in nb.cells:
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         request = _AFTER_REQUEST.search(cell.source) if grade_id and cell.cell_type == "code" else None
         if request is None or any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
@@ -126,11 +126,11 @@ def parse_markers(text: str, allowed: set[str] | None = None) -> dict[str, dict]
     return markers
 
 
-def _device_markers(notebook: Path) -> dict[str, dict[str, dict]]:
+def _device_markers(nb: nbformat.NotebookNode) -> dict[str, dict[str, dict]]:
     """The device markers each graded cell printed to stdout, by grade_id (only the cell's own outputs)."""
     allowed = explicit_devices()
     found = {}
-    for cell in nbformat.read(notebook, as_version=4).cells:
+    for cell in nb.cells:
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         text = "".join(o.get("text", "") for o in cell.get("outputs", [])
                        if o.get("output_type") == "stream" and o.get("name") == "stdout")
@@ -139,10 +139,10 @@ def _device_markers(notebook: Path) -> dict[str, dict[str, dict]]:
     return found
 
 
-def _seeds(notebook: Path) -> dict[str, int]:
+def _seeds(nb: nbformat.NotebookNode) -> dict[str, int]:
     """The seed each graded cell's inputs were drawn with (the first seed line the cell printed), by grade_id."""
     seeds = {}
-    for cell in nbformat.read(notebook, as_version=4).cells:
+    for cell in nb.cells:
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
         for line in text.splitlines():
@@ -240,10 +240,11 @@ def collect(workspace: Workspace, source: Path, success: bool, log: str) -> list
         reason = last_error_line(log)
         return [CellResult(student, assignment, gid, 0.0, pts, "error", f"grading failed: {reason}")
                 for gid, pts in cells]
-    errors = _error_outputs(workspace.autograded_notebook)
-    unchecked = _unchecked_cells(workspace.autograded_notebook)
-    markers = _device_markers(workspace.autograded_notebook)
-    seeds = _seeds(workspace.autograded_notebook)
+    graded = nbformat.read(workspace.autograded_notebook, as_version=4)  # read once: executed notebooks are large
+    errors = _error_outputs(graded)
+    unchecked = _unchecked_cells(graded)
+    markers = _device_markers(graded)
+    seeds = _seeds(graded)
     rows = []
     with Gradebook(f"sqlite:///{workspace.gradebook}") as gb:
         for grade_id, points in cells:

@@ -34,7 +34,6 @@ from tqdm.auto import tqdm
 
 from . import resume, sandbox, warm
 from .autograde import Workspace, infrastructure_failure, prepare_workspace, run_autograde
-from .class_report import build_report
 from .course import BUILD, RELEASE, assignments
 from .engines import ENGINES, dask_engine, kernel_environment, local_engine
 from .feedback import write_feedback
@@ -188,11 +187,16 @@ def grade_class(submissions: list[Submission], out: Path, workers: int, limits: 
             kill_descendants()
             raise
     shutil.rmtree(out / ".work", ignore_errors=True)
-    for student, assignment in sorted({(r.student_id, r.assignment) for r in rows}):
-        write_feedback(out, student, assignment, [r for r in rows if (r.student_id, r.assignment) == (student, assignment)])
+    by_submission: dict[tuple[str, str], list[CellResult]] = {}
+    for r in rows:  # one pass: a class of 1,000 has hundreds of thousands of rows
+        by_submission.setdefault((r.student_id, r.assignment), []).append(r)
+    for (student, assignment), submission_rows in sorted(by_submission.items()):
+        write_feedback(out, student, assignment, submission_rows)
     write_csvs(out, rows)
     if timings:
         write_timings(out, timings)
+    from .class_report import build_report  # matplotlib: imported once the class is graded, not at every start
+
     build_report(out)
     lay_out_course(out, submissions)
     write_class_gradebook(db_url or class_db_url(out), rows)

@@ -226,7 +226,10 @@ def _make_checker(extra_modules: tuple[str, ...]):
                 continue
             if thread is not None and _type(thread).__name__ != "_DummyThread":
                 entry = thread_entry(thread)
-                if _type(entry) is not _function or entry.__globals__ is user_ns or not is_library_code(entry.__code__):
+                # None: run() has returned (Thread.run deletes its target) and the thread is only deregistering,
+                # as a multiprocessing QueueFeederThread after a DataLoader's workers stop; it runs nothing more.
+                if entry is not None and (_type(entry) is not _function or entry.__globals__ is user_ns
+                                          or not is_library_code(entry.__code__)):
                     found.append(f"{label}, started by the submission, runs {_type(entry).__name__} {_vars(entry).get('__qualname__', '') if _type(entry) is _function else ''}")
         raw = _count() - _len([t for t in _active.values() if _type(t).__name__ not in ("_MainThread", "_DummyThread")])
         if raw > baseline_raw:

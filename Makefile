@@ -54,7 +54,7 @@ test: venv
 accuracy: release
 	$(PY) -m autograder.accuracy build/accuracy
 
-## Stock sequential nbgrader vs the kit on the same 24 submissions; writes bench/results.md (~15 min)
+## Stock sequential nbgrader vs the kit at 1, 8 and 24 submissions, side by side, plus the fixed costs; writes bench/results.md (~15 min)
 bench: release
 	$(PY) -m bench.grading --workers $(WORKERS)
 

@@ -26,8 +26,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from . import publish
-from .course import REPO, notebook_imports
-from .warm import ON_FIRST_USE
+from .course import REPO, first_use_modules, notebook_imports
 
 SETUP_GRADE_ID = "dlkit_setup"
 LINK_CELL_ID = "colab-link"
@@ -114,7 +113,7 @@ def extra_requirements(nb: NotebookNode) -> list[tuple[str, str]]:
     first use (torch.onnx's exporter needs onnxscript), that a runtime may lack."""
     pins = course_pins()
     imported = notebook_imports(nb)
-    on_first_use = [name for library, names in ON_FIRST_USE.items() if library in imported for name in names]
+    on_first_use = first_use_modules(nb)
     extras = []
     for module in dict.fromkeys(name.split(".")[0] for name in [*imported, *on_first_use]):
         pin = pins.get(DISTRIBUTION.get(module, module).replace("_", "-").lower())

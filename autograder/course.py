@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import sys
 from pathlib import Path
-
-import ast
 
 import nbformat
 from traitlets.config import Config
@@ -50,6 +50,28 @@ def notebook_imports(nb: nbformat.NotebookNode) -> list[str]:
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 found.append(node.module)
     return list(dict.fromkeys(found))
+
+
+#: What libraries import on first use rather than when imported: (library the notebook imports, what in
+#: its code reaches the lazy import, the modules imported then). Measured in a kernel that had already
+#: imported the notebooks' modules: torch._dynamo (1.4 s) is reached from many places (an optimizer's first
+#: step, a TorchDispatchMode: 01's reference run loads it), so it comes with torch; torch.compile,
+#: torch.export and the ONNX exporter import Inductor's lowerings (1.2 s), which a zygote for 01 alone
+#: would load for nothing; torch.onnx's exporter imports onnxscript. A pattern that misses costs time,
+#: never a grade: the kernel imports what it needs itself.
+ON_FIRST_USE = (
+    ("torch", r"", ("torch._dynamo",)),
+    ("torch", r"torch\.compile|torch\.export|\bonnx\b", ("torch._inductor.compile_fx",)),
+    ("onnx", r"", ("torch.onnx._internal.exporter._core", "onnxscript")),
+)
+
+
+def first_use_modules(nb: nbformat.NotebookNode) -> list[str]:
+    """The modules the notebook's code will import on first use of what it imports (ON_FIRST_USE)."""
+    imported = notebook_imports(nb)
+    code = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "code")
+    return [name for library, reached_by, names in ON_FIRST_USE
+            if library in imported and re.search(reached_by, code) for name in names]
 
 
 def select(names: list[str] | None = None) -> dict[str, Path]:

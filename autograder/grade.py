@@ -23,21 +23,24 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import shutil
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from dlkit.devices import DEVICES_ENV, resolve_devices
 from tqdm.auto import tqdm
 
-from . import resume, sandbox, warm
+from . import resume, sandbox, schedule, warm
 from .autograde import Workspace, infrastructure_failure, prepare_workspace, run_autograde
 from .course import BUILD, RELEASE, assignments
 from .engines import ENGINES, dask_engine, kernel_environment, local_engine
 from .feedback import write_feedback
-from .gradebook import class_db_url, lay_out_course, write_class_gradebook
+from .gradebook import class_db_url, class_gradebook, lay_out_course
 from .intake import Submission, discover
 from .limits import Limits, become_subreaper, kill_descendants
 from .release import build_release
@@ -121,42 +124,46 @@ def problem_rows(submission: Submission) -> list[CellResult]:
             for gid, pts in cells]
 
 
+def worth_a_zygote(submissions: int, workers: int) -> bool:
+    """Whether warm kernels pay off: only when some worker grades more than one submission.
+
+    A zygote imports every library the run's notebooks use before its first kernel (~5 s for
+    torch alone on a 2-core machine) and saves most of a cold kernel's start on every later one;
+    for a single submission per worker a cold kernel, which imports only what the notebook
+    reaches, is measured faster.
+    """
+    return submissions > workers
+
+
 def blank_submissions() -> list[Submission]:
     """The untouched release notebook of every assignment, as student "blank": it must score 0."""
     return [Submission("blank", name, RELEASE / name / f"{name}.ipynb") for name in assignments()]
 
 
-def grade_class(submissions: list[Submission], out: Path, workers: int, limits: Limits = Limits(),
-                warm_kernels: bool = True, db_url: str | None = None, engine: str = "local",
-                scheduler: str | None = None) -> list[CellResult]:
-    """Grade every submission not graded before, `workers` at a time, with a progress bar; write CSVs,
-    feedback and the class gradebook (`db_url`, by default OUT/gradebook.db).
+def import_in_background(module: str) -> None:
+    """Start importing `module` on a thread: the driver is idle while workers grade, and a later
+    `import` of it waits for this one instead of starting over. Called once the workers are forked."""
+    threading.Thread(target=importlib.import_module, args=(module,), name=f"import {module}", daemon=True).start()
 
-    Results of earlier runs are reused while the submission, source and limits are unchanged
-    (see resume.py). On Ctrl-C the workers and every kernel are stopped, and the same command resumes.
-    Submissions are handed out assignment by assignment (a worker's zygote, warm.py, serves them
-    all; the order keeps a resumed run's progress readable). `engine` "dask" grades on a
-    Dask cluster (engines.py): a local one, or the one at `scheduler`.
+
+def grade_in_parallel(todo: list[Submission], out: Path, workers: int, limits: Limits, warm_kernels: bool,
+                      engine: str, scheduler: str | None, on_graded: Callable[[list[CellResult]], None]
+                      ) -> tuple[list[CellResult], list[Timing]]:
+    """Grade `todo` on the engine's workers with a progress bar; each result, as it comes, is saved for
+    resume.py and handed to `on_graded` (the class gradebook), while the workers go on.
+
+    On Ctrl-C, or when the grading machine fails (InfrastructureError), every worker and kernel is stopped.
     """
     rows: list[CellResult] = []
     timings: list[Timing] = []
-    todo = []
-    for s in submissions:
-        if s.problem is not None:
-            rows.extend(problem_rows(s))
-        elif (stored := resume.load(out, s, limits)) is not None:
-            rows.extend(stored)
-        else:
-            todo.append(s)
-    todo.sort(key=lambda s: (s.assignment, s.student))
-    if len(todo) < len(submissions):
-        print(f"{len(submissions) - len(todo)} submissions already graded or ungradable; grading {len(todo)}",
-              file=sys.stderr)
+    workers = max(1, min(workers, len(todo)))  # an idle worker would only take cores from a kernel's thread pools
+    warm_kernels = warm_kernels and worth_a_zygote(len(todo), workers)
     for name, value in kernel_environment(workers).items():  # kernels inherit it; what the TA set wins
         os.environ.setdefault(name, value)
     start_engine = dask_engine if engine == "dask" else local_engine
     extra = {"scheduler": scheduler} if engine == "dask" else {}
     with start_engine(workers, out / "logs", limits, **extra) as pool:
+        import_in_background("autograder.class_report")  # matplotlib (~1 s) while the workers grade
         try:
             with tqdm(total=len(todo), unit="submission", desc="grading", file=sys.stderr) as progress:
                 # One zygote per worker serves every assignment of the run: it preloads what they import, no more.
@@ -173,6 +180,7 @@ def grade_class(submissions: list[Submission], out: Path, workers: int, limits: 
                                                   f"{type(err).__name__}: {err}") from err
                     timings.append(timing)
                     resume.save(out, s, limits, graded)
+                    on_graded(graded)
                     rows.extend(graded)
                     progress.set_postfix_str(f"{s.student}/{s.assignment}")
                     progress.update()
@@ -186,6 +194,43 @@ def grade_class(submissions: list[Submission], out: Path, workers: int, limits: 
             pool.abort()
             kill_descendants()
             raise
+    return rows, timings
+
+
+def grade_class(submissions: list[Submission], out: Path, workers: int, limits: Limits = Limits(),
+                warm_kernels: bool = True, db_url: str | None = None, engine: str = "local",
+                scheduler: str | None = None) -> list[CellResult]:
+    """Grade every submission not graded before, `workers` at a time, with a progress bar; write CSVs,
+    feedback and the class gradebook (`db_url`, by default OUT/gradebook.db).
+
+    Results of earlier runs are reused while the submission, source and limits are unchanged
+    (see resume.py). On Ctrl-C the workers and every kernel are stopped, and the same command resumes.
+    Submissions are handed out longest first (schedule.py); a worker's zygote (warm.py) serves
+    every assignment. `engine` "dask" grades on a Dask cluster (engines.py): a local one, or the
+    one at `scheduler`.
+    """
+    rows: list[CellResult] = []
+    graded: list[CellResult] = []
+    timings: list[Timing] = []
+    todo = []
+    for s in submissions:
+        if s.problem is not None:
+            rows.extend(problem_rows(s))
+        elif (stored := resume.load(out, s, limits)) is not None:
+            rows.extend(stored)
+        else:
+            todo.append(s)
+    todo = schedule.longest_first(todo)
+    if len(todo) < len(submissions):
+        print(f"{len(submissions) - len(todo)} submissions already graded or ungradable; grading {len(todo)}",
+              file=sys.stderr)
+    with class_gradebook(db_url or class_db_url(out)) as record_scores:
+        if todo:
+            graded, timings = grade_in_parallel(todo, out, workers, limits, warm_kernels, engine, scheduler,
+                                                on_graded=record_scores)
+            schedule.remember(timings)
+        record_scores(rows)  # the submissions not graded in this run: resumed, or ungradable
+        rows.extend(graded)
     shutil.rmtree(out / ".work", ignore_errors=True)
     by_submission: dict[tuple[str, str], list[CellResult]] = {}
     for r in rows:  # one pass: a class of 1,000 has hundreds of thousands of rows
@@ -195,11 +240,10 @@ def grade_class(submissions: list[Submission], out: Path, workers: int, limits: 
     write_csvs(out, rows)
     if timings:
         write_timings(out, timings)
-    from .class_report import build_report  # matplotlib: imported once the class is graded, not at every start
+    from .class_report import build_report  # matplotlib: imported while grading (above), not at every start
 
     build_report(out)
     lay_out_course(out, submissions)
-    write_class_gradebook(db_url or class_db_url(out), rows)
     return rows
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import nbformat
 from dlkit.integrity import CORE
 
-from .course import notebook_imports
+from .course import first_use_modules, notebook_imports
 from .limits import become_subreaper
 
 ZYGOTE = Path(__file__).resolve().with_name("zygote.py")
@@ -37,14 +37,6 @@ ZYGOTE = Path(__file__).resolve().with_name("zygote.py")
 #: grader's own first cell imports (dlkit.integrity snapshots numpy's, torch's and dlkit's checks).
 ALWAYS = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.debugger", "matplotlib_inline.backend_inline",
           "dlkit", "dlkit.integrity", *CORE)
-
-
-#: What libraries import on first use rather than when imported, preloaded where the class imports the
-#: library (measured in a kernel that had already imported the notebooks' modules): an optimizer's first
-#: step imports torch._dynamo (0.7 s), torch.export and the ONNX exporter import Inductor's lowerings
-#: and onnxscript (1.3 s).
-ON_FIRST_USE = {"torch": ("torch._dynamo", "torch._inductor.compile_fx"),
-                "onnx": ("torch.onnx._internal.exporter._core", "onnxscript")}
 
 
 #: The zygote's environment on top of the worker's. Importing torch's compiler stack calls
@@ -68,8 +60,9 @@ def preload_modules(*notebooks: Path) -> tuple[str, ...]:
     the kernel's memory limit). Cached: a worker asks for every submission, and the released
     sources do not change during a run.
     """
-    found = [name for notebook in notebooks for name in notebook_imports(nbformat.read(notebook, as_version=4))]
-    later = [name for library, names in ON_FIRST_USE.items() if library in found for name in names]
+    sources = [nbformat.read(notebook, as_version=4) for notebook in notebooks]
+    found = [name for nb in sources for name in notebook_imports(nb)]
+    later = [name for nb in sources for name in first_use_modules(nb)]
     return tuple(dict.fromkeys([*ALWAYS, *found, *later]))
 
 
@@ -114,14 +107,26 @@ class ForkedKernel:
 
 
 class Zygote:
-    """One zygote process and the modules it preloaded."""
+    """One zygote process and the modules it preloaded.
+
+    Started without waiting: it imports its modules while the worker prepares the submission's
+    workspace and nbgrader's autograde gets ready, and the first kernel request waits for it (`ready`).
+    """
 
     def __init__(self, modules: tuple[str, ...], start_timeout: float = 300):
         become_subreaper()
         self.modules = modules
         self.process = subprocess.Popen([sys.executable, str(ZYGOTE), *modules], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, text=True, cwd="/", env={**os.environ, **ZYGOTE_ENV})
-        self.loaded = self._read(start_timeout).get("ready", [])
+        self._ready_by = time.monotonic() + start_timeout
+        self.loaded: list[str] | None = None
+
+    def ready(self) -> list[str]:
+        """Wait (until the start timeout) for the zygote to finish its imports; the modules it loaded."""
+        if self.loaded is None:
+            self.loaded = self._read(max(0.0, self._ready_by - time.monotonic())).get("ready", [])
+            print(f"warm kernels: a zygote preloaded {' '.join(self.loaded)}", file=sys.stderr)  # the worker's log
+        return self.loaded
 
     @property
     def pid(self) -> int:
@@ -138,6 +143,7 @@ class Zygote:
     def fork_kernel(self, connection_file: str, env: dict[str, str], cwd: str | None, sandbox_spec: str | None,
                     timeout: float = 60) -> ForkedKernel:
         """A new kernel, forked from the zygote, serving `connection_file`."""
+        self.ready()
         request = {"connection_file": connection_file, "env": env, "cwd": cwd, "sandbox_spec": sandbox_spec}
         try:
             self.process.stdin.write(json.dumps(request) + "\n")
@@ -164,14 +170,13 @@ _suspended = False
 
 
 def activate(modules: tuple[str, ...]) -> Zygote:
-    """Make the zygote for `modules` the one kernels of this process fork from, starting it if needed."""
+    """Make the zygote for `modules` the one kernels of this process fork from, starting it if needed (not waiting)."""
     global _active
     if _active is not None and (_active.modules != modules or not _active.alive()):
         _active.close()
         _active = None
     if _active is None:
         _active = Zygote(modules)
-        print(f"warm kernels: a zygote preloaded {' '.join(_active.loaded)}", file=sys.stderr)  # the worker's log
     return _active
 
 

@@ -1,16 +1,21 @@
-"""make bench: stock sequential `nbgrader autograde` against the kit, on the same cohort, in one run.
+"""make bench: the kit against stock sequential `nbgrader autograde`, at three class sizes, in one run.
 
-The cohort: for every assignment, the reference and the first buggy samples (correct and wrong
-answers mixed), at least 24 submissions. Both grade it from the same release on this machine,
-one after the other, each as its users run it (stock nbgrader once per assignment, the kit once
-for the whole class); the scores must agree (bench/stock_nbgrader.py says the one documented
-difference). Written to bench/results.md:
-- wall time of each whole class run, and their ratio (the headline: what a TA waits for);
-- per submission, medians: stock's time (gaps between the autograded files it writes, in
-  order) and the kit's (each worker's wall time per submission, OUT/timings.csv);
-- overhead per submission beyond the notebook's own execution (cell times nbclient records).
+Sizes, each graded by both from the same release on this machine, alternately (stock, kit, stock,
+kit, ...) so that a change in the machine's load hits both:
+- 1 submission (01's reference), median of `--repeats` runs, and a regrade of it right after
+  (release current, submission unchanged);
+- 8 submissions of one notebook (eight students handing in 01's reference), median of `--repeats`;
+- the cohort: for every assignment the reference and the first buggy samples, 24 submissions, once.
+The kit runs as a TA runs it, `make grade` with its default flags (the release check included);
+stock nbgrader once per assignment, in a course directory laid out from the same release. Scores
+must agree at every size (bench/stock_nbgrader.py says the one documented difference).
 
-Usage: python -m bench.grading [--per-assignment N] [--workers N] [--out bench/results.md]
+Written to bench/results.md: wall times and speed-ups per size; for the cohort, the ceiling
+(its cells' time spread over the workers) and how close the kit gets; per-submission medians and
+overhead beyond the notebook's own cells; and where the kit's fixed time goes (command start,
+release check, zygote start, class gradebook), each measured on its own, median of three.
+
+Usage: python -m bench.grading [--workers N] [--repeats N] [--out bench/results.md]
 """
 
 from __future__ import annotations
@@ -25,19 +30,22 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from autograder import warm
 from autograder.course import REPO, assignments
-from autograder.intake import discover
+from autograder.gradebook import write_class_gradebook
+from autograder.intake import Submission, discover
 from autograder.release import build_release
-from autograder.results import execution_seconds
+from autograder.results import CellResult, execution_seconds
 from autograder.samples import SUBMISSIONS, expected_failures
 
 from .stock_nbgrader import grade_with_stock_nbgrader, scores, unexplained_differences
 
 
 def cohort(per_assignment: int) -> dict[str, list[str]]:
-    """{assignment: [students]}: the reference and the first buggy samples of each assignment."""
+    """{assignment: [samples]}: the reference and the first buggy samples of each assignment."""
     chosen = {}
     for assignment, samples in sorted(expected_failures().items()):
         buggy = sorted(s for s, failing in samples.items() if s.startswith("buggy_") and failing)
@@ -45,16 +53,65 @@ def cohort(per_assignment: int) -> dict[str, list[str]]:
     return chosen
 
 
-def stock_per_submission(root: Path) -> list[tuple[float, float]]:
-    """(seconds, executing seconds) per submission of a stock run, from when each autograded notebook was written.
+def lay_out_class(folder: Path, handed_in: list[tuple[str, str, str]]) -> list[Submission]:
+    """A class folder in which each (student, sample, assignment) is that student's copy of a sample."""
+    for student, sample, assignment in handed_in:
+        shutil.copytree(SUBMISSIONS / sample / assignment, folder / student / assignment)
+    return discover(folder, set(assignments()))
 
-    nbgrader grades one submission after another and writes each autograded notebook when done,
-    so the gap between consecutive files is one submission's time (the first gap, which includes
-    nbgrader's own start, is dropped).
-    """
+
+def timed(run: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    run()
+    return time.perf_counter() - started
+
+
+def stock(submissions: list[Submission], root: Path) -> None:
+    """Stock nbgrader as a course without the kit runs it: `nbgrader autograde` once per assignment."""
+    for assignment in sorted({s.assignment for s in submissions}):
+        grade_with_stock_nbgrader([s for s in submissions if s.assignment == assignment], root / assignment)
+
+
+def kit(class_dir: Path, out: Path, workers: int) -> None:
+    """`make grade` with its default flags, as the README tells a TA to run it."""
+    proc = subprocess.run(["make", "-s", "grade", f"SUBMISSIONS={class_dir}", f"OUT={out}", f"WORKERS={workers}",
+                           f"PY={sys.executable}"], cwd=REPO, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"make grade failed:\n{proc.stdout}{proc.stderr}")
+
+
+def differences(submissions: list[Submission], stock_root: Path, kit_out: Path) -> list[str]:
+    kit_scores = scores(kit_out)
+    found = []
+    for assignment in sorted({s.assignment for s in submissions}):
+        root = stock_root / assignment
+        found += unexplained_differences(root, scores(root), {k: v for k, v in kit_scores.items() if k[1] == assignment})
+    return found
+
+
+def side_by_side(submissions: list[Submission], class_dir: Path, work: Path, workers: int, repeats: int
+                 ) -> tuple[list[float], list[float], list[str]]:
+    """Stock and kit on the same class, alternately `repeats` times: (stock seconds, kit seconds, score differences)."""
+    stock_times, kit_times, problems = [], [], []
+    for i in range(repeats):
+        stock_root, kit_out = work / f"stock-{i}", work / f"kit-{i}"
+        stock_times.append(timed(lambda: stock(submissions, stock_root)))
+        kit_times.append(timed(lambda: kit(class_dir, kit_out, workers)))
+        problems += differences(submissions, stock_root, kit_out)
+    return stock_times, kit_times, sorted(set(problems))
+
+
+def kit_per_submission(out: Path) -> list[tuple[float, float]]:
+    with open(out / "timings.csv", newline="", encoding="utf-8") as f:
+        return [(float(r["seconds"]), float(r["executing_seconds"])) for r in csv.DictReader(f)]
+
+
+def stock_per_submission(root: Path) -> list[tuple[float, float]]:
+    """(seconds, executing seconds) per submission of a stock run, from when each autograded notebook was written
+    (nbgrader writes each when done; the first gap of an assignment, which includes nbgrader's start, is dropped)."""
     found = []
     by_assignment: dict[str, list[Path]] = {}
-    for path in root.glob("autograded/*/*/*.ipynb"):
+    for path in root.glob("*/autograded/*/*/*.ipynb"):
         by_assignment.setdefault(path.parent.name, []).append(path)
     for paths in by_assignment.values():
         paths.sort(key=lambda p: p.stat().st_mtime)
@@ -68,95 +125,128 @@ def executing_total(root: Path) -> float:
     return sum(execution_seconds(p) for p in root.glob("**/autograded/*/*/*.ipynb"))
 
 
-def kit_per_submission(out: Path) -> list[tuple[float, float]]:
-    with open(out / "timings.csv", newline="", encoding="utf-8") as f:
-        return [(float(r["seconds"]), float(r["executing_seconds"])) for r in csv.DictReader(f)]
+def fixed_costs(kit_out: Path) -> dict[str, float]:
+    """What every kit run pays whatever the class, each measured alone, median of three."""
+    def median_of(run: Callable[[], object]) -> float:
+        return statistics.median(timed(run) for _ in range(3))
+
+    def zygote_start(modules: tuple[str, ...]) -> None:
+        zygote = warm.Zygote(modules)
+        try:
+            zygote.ready()
+        finally:
+            zygote.close()
+
+    rows = [CellResult(r["student_id"], r["assignment"], r["grade_id"], float(r["score"]), float(r["max_score"]),
+                       r["status"], r["message"], r["device"])
+            for r in csv.DictReader(open(kit_out / "results.csv", newline="", encoding="utf-8"))]
+    students = len({r.student_id for r in rows})
+
+    def gradebook() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            write_class_gradebook(f"sqlite:///{tmp}/gradebook.db", rows)
+
+    whole_class = warm.preload_modules(*assignments().values())
+    return {
+        "command start (Python, imports of the grader)": median_of(
+            lambda: subprocess.run([sys.executable, "-c", "import autograder.grade"], cwd=REPO, check=True)),
+        "release check (`make release` and the grader's own check, release current)": median_of(
+            lambda: subprocess.run(["make", "-s", "release", f"PY={sys.executable}"], cwd=REPO, check=True,
+                                   capture_output=True) and build_release()),
+        "zygote start, 01 only (once per worker, runs of 2 or more submissions per worker)": median_of(
+            lambda: zygote_start(warm.preload_modules(assignments()["01_tensors"]))),
+        "zygote start, all eight notebooks": median_of(lambda: zygote_start(whole_class)),
+        f"class gradebook, {students} new submissions at once (a run writes each as it arrives)": median_of(gradebook),
+    }
 
 
-def median(values: list[float]) -> float:
-    return statistics.median(values) if values else float("nan")
+def report(workers: int, sizes: dict[str, tuple[list[float], list[float]]], regrade: list[float],
+           cohort_detail: dict[str, float], stock_each, kit_each, fixed: dict[str, float], problems: list[str]) -> str:
+    def med(values: list[float]) -> float:
+        return statistics.median(values) if values else float("nan")
 
-
-def report(n: int, workers: int, stock_wall: float, kit_wall: float, stock_each, kit_each, problems,
-           stock_cells: float, kit_cells: float) -> str:
-    stock_overhead = [total - executing for total, executing in stock_each]
-    kit_overhead = [total - executing for total, executing in kit_each]
     lines = [
         "# Grading benchmark: stock nbgrader vs the kit",
         "",
-        f"Measured by `make bench` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
-        f"{os.cpu_count()} cores, {platform.python_version()}, {n} submissions "
-        f"(every assignment's reference and buggy samples), graded by both in one run.",
+        f"Measured by `make bench` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, kit with {workers} workers and `make grade`'s default flags (release "
+        "check included); stock `nbgrader autograde` one submission after another. Both in this one run, "
+        "alternately; medians where a size was run more than once.",
         "",
-        "| | stock `nbgrader autograde` (sequential) | kit (`make grade`, warm kernels) |",
-        "|---|---|---|",
-        f"| whole class, wall time | {stock_wall:.1f} s | {kit_wall:.1f} s ({workers} workers) |",
-        f"| per submission, median | {median([t for t, _ in stock_each]):.2f} s | "
-        f"{median([t for t, _ in kit_each]):.2f} s (in one worker) |",
-        f"| overhead beyond the notebook's own execution, median | {median(stock_overhead):.2f} s | "
-        f"{median(kit_overhead):.2f} s |",
-        f"| the notebooks' own cells, summed over the class | {stock_cells:.1f} s | {kit_cells:.1f} s "
-        f"(spread over {workers} workers) |",
+        "| class | stock nbgrader | kit (`make grade`) | speed-up | runs |",
+        "|---|---|---|---|---|",
+    ]
+    for name, (stock_times, kit_times) in sizes.items():
+        lines.append(f"| {name} | {med(stock_times):.1f} s | {med(kit_times):.1f} s | "
+                     f"**{med(stock_times) / med(kit_times):.2f}x** | {len(kit_times)} |")
+    lines.append(f"| regrade of the 1 submission, unchanged, right after | | {med(regrade):.1f} s | | {len(regrade)} |")
+    stock_wall, kit_wall, cells = cohort_detail["stock"], cohort_detail["kit"], cohort_detail["kit cells"]
+    ceiling = stock_wall / (cells / workers)
+    lines += [
         "",
-        f"**Speed-up: {stock_wall / kit_wall:.1f}x** (stock wall time / kit wall time).",
+        f"**Ceiling for the cohort**: with no overhead and the {workers} workers never idle, the kit would still need "
+        f"its cells' {cells:.1f} s / {workers} = {cells / workers:.1f} s: a speed-up of at most {ceiling:.2f}x. "
+        f"Reached: {stock_wall / kit_wall:.2f}x, **{100 * (stock_wall / kit_wall) / ceiling:.0f}% of the ceiling**.",
         "",
-        f"Ceiling while every cell runs: with no overhead at all and the {workers} workers never idle, the kit "
-        f"would still need its cells' {kit_cells:.1f} s / {workers} = {kit_cells / workers:.1f} s, a speed-up "
-        f"of at most {stock_wall / (kit_cells / workers):.1f}x on this machine.",
+        "Cohort, per submission (median) | stock | kit",
+        "---|---|---",
+        f"time in one worker | {med([t for t, _ in stock_each]):.2f} s | {med([t for t, _ in kit_each]):.2f} s",
+        f"overhead beyond the notebook's own cells | {med([t - e for t, e in stock_each]):.2f} s | "
+        f"{med([t - e for t, e in kit_each]):.2f} s",
         "",
-        "Scores: " + ("identical for every test cell (apart from the documented stderr rule: none differed)."
+        "Where the kit's fixed time goes (each measured alone, median of three) | seconds",
+        "---|---",
+        *[f"{name} | {seconds:.2f}" for name, seconds in fixed.items()],
+        "",
+        "Scores: " + ("identical for every test cell at every size (apart from the documented stderr rule)."
                       if not problems else "DIFFER:\n" + "\n".join(f"- {p}" for p in problems)),
         "",
-        "Stock per-submission times are the gaps between the autograded notebooks nbgrader writes "
-        "(the first of each assignment, which includes nbgrader's start, is left out); the kit's come "
-        "from OUT/timings.csv. Overhead = time per submission minus the time its cells ran "
-        "(nbclient's cell timings). The machine is shared: compare the two columns, not runs on different days.",
+        "Stock per-submission times are the gaps between the autograded notebooks nbgrader writes (the first of each "
+        "assignment, which includes nbgrader's start, is left out); the kit's come from OUT/timings.csv. The machine "
+        "is shared: compare the columns of one run, not runs on different days.",
     ]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--per-assignment", type=int, default=3, help="submissions per assignment (>= 3 for 24)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--repeats", type=int, default=3, help="runs of the 1- and 8-submission classes (median)")
+    parser.add_argument("--per-assignment", type=int, default=3, help="cohort submissions per assignment (3: 24)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results.md")
     args = parser.parse_args(argv)
 
     build_release()
-    chosen = cohort(args.per_assignment)
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         work = Path(tmp)
-        for assignment, students in chosen.items():
-            for student in students:
-                shutil.copytree(SUBMISSIONS / student / assignment, work / "class" / student / assignment)
-        submissions = discover(work / "class", set(assignments()))
-        print(f"benchmarking {len(submissions)} submissions: stock nbgrader first, then the kit", file=sys.stderr)
+        sizes, problems = {}, []
+        one = lay_out_class(work / "one", [("ada", "reference", "01_tensors")])
+        eight = lay_out_class(work / "eight", [(f"student{i}", "reference", "01_tensors") for i in range(1, 9)])
+        whole = lay_out_class(work / "cohort", [(sample, sample, assignment)
+                                                for assignment, samples in cohort(args.per_assignment).items()
+                                                for sample in samples])
 
-        # Each as its users run it: stock nbgrader once per assignment, the kit once for the class.
-        started = time.perf_counter()
-        for assignment in chosen:
-            grade_with_stock_nbgrader([s for s in submissions if s.assignment == assignment],
-                                      work / "stock" / assignment)
-            print(f"stock nbgrader: {assignment} done at {time.perf_counter() - started:.0f} s", file=sys.stderr)
-        stock_wall = time.perf_counter() - started
-        started = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(work / "class"), str(work / "kit"),
-                               "--workers", str(args.workers)], cwd=REPO, capture_output=True, text=True)
-        kit_wall = time.perf_counter() - started
-        if proc.returncode != 0:
-            print(proc.stdout + proc.stderr, file=sys.stderr)
-            return 1
-        print(f"kit: done in {kit_wall:.0f} s", file=sys.stderr)
-        kit_scores, problems, stock_each = scores(work / "kit"), [], []
-        for assignment in chosen:
-            stock_root = work / "stock" / assignment
-            stock_scores = scores(stock_root)
-            problems += unexplained_differences(stock_root, stock_scores,
-                                                {k: v for k, v in kit_scores.items() if k[1] == assignment})
-            stock_each += stock_per_submission(stock_root)
-        kit_each = kit_per_submission(work / "kit")
-        text = report(len(submissions), args.workers, stock_wall, kit_wall, stock_each, kit_each, problems,
-                      executing_total(work / "stock"), executing_total(work / "kit"))
+        print("1 submission ...", file=sys.stderr)
+        stock_times, kit_times, found = side_by_side(one, work / "one", work / "run-one", args.workers, args.repeats)
+        sizes["1 submission (01)"] = (stock_times, kit_times)
+        problems += found
+        regrade = [timed(lambda: kit(work / "one", work / "run-one" / "kit-0", args.workers))
+                   for _ in range(args.repeats)]
+        print("8 submissions ...", file=sys.stderr)
+        stock_times, kit_times, found = side_by_side(eight, work / "eight", work / "run-eight", args.workers,
+                                                     args.repeats)
+        sizes["8 submissions (01)"] = (stock_times, kit_times)
+        problems += found
+        print(f"cohort of {len(whole)} ...", file=sys.stderr)
+        stock_times, kit_times, found = side_by_side(whole, work / "cohort", work / "run-cohort", args.workers, 1)
+        sizes[f"cohort: {len(whole)} submissions, all 8 notebooks"] = (stock_times, kit_times)
+        problems += found
+        stock_root, kit_out = work / "run-cohort" / "stock-0", work / "run-cohort" / "kit-0"
+        detail = {"stock": stock_times[0], "kit": kit_times[0], "kit cells": executing_total(kit_out)}
+        print("fixed costs ...", file=sys.stderr)
+        fixed = fixed_costs(work / "run-eight" / "kit-0")
+        text = report(args.workers, sizes, regrade, detail, stock_per_submission(stock_root),
+                      kit_per_submission(kit_out), fixed, sorted(set(problems)))
     args.out.write_text(text)
     print(text)
     return 1 if problems else 0

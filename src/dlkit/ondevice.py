@@ -20,7 +20,7 @@ import functools
 import json
 from typing import Callable, ContextManager
 
-from .devices import explicit_devices, tf_kinds_present, torch_devices
+from .devices import explicit_devices, tf_kinds_present, torch_devices, xla_backend, xla_blocked
 
 #: Prefix of the marker lines; the grader reads only lines that start with it.
 MARKER = "[dlkit-device] "
@@ -89,6 +89,10 @@ def _absence(kind: str, framework: str) -> str:
     """Why `kind` was not run: the message of its "skipped" marker."""
     if kind == "fakegpu" and framework != "torch":
         return f"not run: the simulated fakegpu exists for torch only, not for {framework}"
+    if kind == "xla" and framework == "tf" and xla_backend():
+        return f"not run: TensorFlow's xla is TPUStrategy, which needs a TPU; this runtime's xla is torch_xla on {xla_backend()}"
+    if kind == "xla" and framework == "torch" and xla_backend() and xla_blocked():
+        return f"not run: {xla_blocked()}"
     return f"not run: this runtime has no {kind}"
 
 

@@ -3,7 +3,7 @@
 Notebooks and hidden tests loop over `test_devices()`, so one test checks a student's code on
 the CPU and on every accelerator the kernel has (a Colab GPU or TPU included). Discovery is
 cheap and side-effect free: it never imports torch_xla (importing it claims the TPU) or
-TensorFlow unless the caller asks for them.
+TensorFlow unless the caller asks for them (`test_devices` starts xla when it is to be visited).
 
 torch's "xla" kind is also present without a TPU where torch_xla is installed and PJRT_DEVICE names
 a backend: PJRT_DEVICE=CPU gives an `xla:0` device computed on the CPU (`make test-xla` grades on it).
@@ -65,15 +65,27 @@ def xla_blocked() -> str | None:
     return "torch_xla cannot be loaded after TensorFlow in one process (both carry LLVM); import torch_xla first"
 
 
-def preload_xla() -> None:
-    """Import torch_xla now where "xla" is requested and torch can use it, before anything imports TensorFlow.
+def start_xla() -> None:
+    """Import torch_xla and start its runtime (the PJRT client), before this process's first backward pass.
 
-    The grader calls this before any student code (dlkit.integrity.snapshot, and the warm kernels'
-    zygote): a notebook that imports TensorFlow could otherwise never visit xla. Importing starts no
-    device: the PJRT client is created at the first xla tensor, so kernels forked afterwards work.
+    Autograd sizes its per-device worker queues once, at the first backward of the process, from
+    the devices started by then: after a CPU backward, every xla backward failed an internal assert
+    ("device_ready_queues_", torch 2.9 with torch_xla 2.9). Not to be called in a process that
+    forks kernels: a PJRT client does not survive a fork.
+    """
+    import torch_xla.runtime as xr
+
+    xr.global_runtime_device_count()
+
+
+def preload_xla() -> None:
+    """Start torch_xla where "xla" is requested and torch can use it, before student code runs.
+
+    dlkit.integrity.snapshot calls this in the grader's first cell: a notebook that imports
+    TensorFlow, or runs a backward pass before its first test, could otherwise not use xla.
     """
     if "xla" in requested_devices() and xla_backend() and xla_blocked() is None:
-        import torch_xla.core.xla_model  # noqa: F401
+        start_xla()
 
 
 def torch_devices() -> list[str]:
@@ -151,12 +163,16 @@ def resolve_devices(spec: str) -> list[str]:
 def test_devices() -> list[str]:
     """The real torch device kinds a test should visit: requested and present, in a stable order.
 
+    Unlike the other look-ups it starts torch_xla when "xla" is among them (see `start_xla`).
     The CPU is always included so that every submission is graded at least once. The simulated
     "fakegpu" is not among them: it works only inside `check_on_devices`, which switches it on.
     """
     present = torch_devices()
     wanted = set(requested_devices()) | {"cpu"}
-    return [kind for kind in present if kind in wanted]
+    kinds = [kind for kind in present if kind in wanted]
+    if "xla" in kinds:  # a notebook's setup cell asks this first: start xla before any backward pass
+        start_xla()
+    return kinds
 
 
 def has_float64(kind: str) -> bool:

@@ -4,13 +4,15 @@
 PYTHON      ?= python3
 VENV        ?= .venv
 PY          := $(VENV)/bin/python
+VENV_XLA    ?= .venv-xla
+PY_XLA      := $(VENV_XLA)/bin/python
 SUBMISSIONS ?= autograder/submissions
 OUT         ?= build/grades
 WORKERS     ?= $(shell nproc 2>/dev/null || echo 2)
 GRADE_FLAGS ?=
 DEVICES     ?= auto
 
-.PHONY: venv release publish grade demo slides test accuracy bench gpu-check clean
+.PHONY: venv release publish grade demo slides test test-xla accuracy bench gpu-check clean
 
 venv: $(VENV)/.installed
 
@@ -49,6 +51,19 @@ slides: venv
 
 test: venv
 	$(PY) -m pytest
+
+# The second environment: torch_xla pins torch 2.9.0 exactly, so the kit goes in without its dependencies
+# and requirements-xla.txt brings the rest (about 7 GB: torch 2.9.0 from PyPI pulls CUDA libraries).
+$(VENV_XLA)/.installed: requirements-xla.txt pyproject.toml
+	test -x $(PY_XLA) || $(PYTHON) -m venv $(VENV_XLA)
+	$(PY_XLA) -m pip install --quiet --upgrade pip
+	$(PY_XLA) -m pip install --quiet -r requirements-xla.txt
+	$(PY_XLA) -m pip install --quiet --no-deps -e .
+	touch $@
+
+## The TPU code path on torch_xla's CPU-backed xla device (PJRT_DEVICE=CPU): dlkit on xla, then the grader with --devices cpu,xla
+test-xla: $(VENV_XLA)/.installed
+	PJRT_DEVICE=CPU $(PY_XLA) -m pytest tests/xla
 
 ## Grade the held-out corpus (autograder/corpus/): correct answers must get full marks, wrong ones lose points; prints the agreement table
 accuracy: release

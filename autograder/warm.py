@@ -26,6 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import nbformat
+from dlkit.devices import requested_devices, xla_backend
 from dlkit.integrity import CORE
 
 from .course import first_use_modules, notebook_imports
@@ -63,7 +64,14 @@ def preload_modules(*notebooks: Path) -> tuple[str, ...]:
     sources = [nbformat.read(notebook, as_version=4) for notebook in notebooks]
     found = [name for nb in sources for name in notebook_imports(nb)]
     later = [name for nb in sources for name in first_use_modules(nb)]
-    return tuple(dict.fromkeys([*ALWAYS, *found, *later]))
+    return tuple(dict.fromkeys([*ALWAYS, *xla_first(), *found, *later]))
+
+
+def xla_first() -> tuple[str, ...]:
+    """torch_xla, where the grader visits "xla": imported before the notebooks' modules, since a kernel
+    that has TensorFlow can no longer load it (dlkit.devices.xla_blocked). Forking after the import is
+    safe: the PJRT client starts at a kernel's first xla tensor, never in the zygote."""
+    return ("torch_xla.core.xla_model",) if "xla" in requested_devices() and xla_backend() else ()
 
 
 class ForkedKernel:

@@ -32,3 +32,20 @@ def test_every_course_dependency_is_pinned_exactly():
     for pin in pyproject_pins():
         assert re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][0-9A-Za-z.+]*", pin), f"{pin} is not an exact pin"
     assert "torch==2.13.0" in pyproject_pins()
+
+
+def xla_pins() -> set[str]:
+    lines = (REPO / "requirements-xla.txt").read_text().splitlines()
+    return {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+
+
+def test_the_xla_environment_pins_the_course_packages_but_torch():
+    """`make test-xla` grades with requirements-xla.txt: the same pins, except torch (torch_xla pins 2.9.0) and what
+    only that environment needs; packages the grader and the torch notebooks do not use may be left out."""
+    xla = xla_pins()
+    assert {"torch==2.9.0", "torch_xla==2.9.0"} <= xla
+    for pin in xla:
+        assert re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][0-9A-Za-z.+]*", pin), f"{pin} is not an exact pin"
+    shared = {p for p in xla if p.split("==")[0] in {q.split("==")[0] for q in pyproject_pins()}} - {"torch==2.9.0"}
+    assert shared <= pyproject_pins(), f"pinned differently from pyproject.toml: {sorted(shared - pyproject_pins())}"
+    assert {"nbgrader==0.9.6", "tensorflow-cpu==2.21.0"} <= shared

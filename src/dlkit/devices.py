@@ -3,7 +3,12 @@
 Notebooks and hidden tests loop over `test_devices()`, so one test checks a student's code on
 the CPU and on every accelerator the kernel has (a Colab GPU or TPU included). Discovery is
 cheap and side-effect free: it never imports torch_xla (importing it claims the TPU) or
-TensorFlow unless the caller asks for them.
+TensorFlow unless the caller asks for them (`test_devices` starts xla when it is to be visited).
+
+torch's "xla" kind is also present without a TPU where torch_xla is installed and PJRT_DEVICE names
+a backend: PJRT_DEVICE=CPU gives an `xla:0` device computed on the CPU (`make test-xla` grades on it).
+It runs the TPU code path (lazy tensors, compiled graphs, torch_xla's own synchronisation) but is no
+TPU, and `xla_backend()` says which one it is. TensorFlow's "xla" (TPUStrategy) needs a real TPU.
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ from pathlib import Path
 
 #: Comma-separated device kinds to test on ("cpu,cuda"), or "auto" for every one present.
 DEVICES_ENV = "DLKIT_DEVICES"
+
+#: torch_xla's runtime choice: "TPU" on a TPU VM, "CPU" for the CPU-backed xla device.
+PJRT_ENV = "PJRT_DEVICE"
 
 #: Device kinds the kit knows, in the order tests visit them. "xla" is a TPU (torch_xla, or
 #: TensorFlow's TPUStrategy); "fakegpu" is the simulated accelerator of dlkit.fakegpu, visited
@@ -41,6 +49,50 @@ def tpu_present() -> bool:
     return any(Path("/dev").glob("accel*")) or Path("/dev/vfio").is_dir()
 
 
+def xla_backend() -> str | None:
+    """What torch's "xla" device runs on here: PJRT_DEVICE's value ("CPU": no TPU) when it is set, else
+    "TPU" when a TPU is attached; None where torch_xla is not installed. Never imports torch_xla."""
+    if importlib.util.find_spec("torch_xla") is None:
+        return None
+    chosen = os.environ.get(PJRT_ENV, "").strip().upper()
+    return chosen or ("TPU" if tpu_present() else None)
+
+
+def xla_blocked() -> str | None:
+    """Why torch_xla cannot be loaded into this process now, or None when it can (or already is).
+
+    TensorFlow and torch_xla each carry their own LLVM: importing torch_xla after TensorFlow aborts
+    the process ("LLVM ERROR: inconsistency in registered CommandLine options", seen with
+    tensorflow-cpu 2.21 and torch_xla 2.9), while the other order works. `preload_xla` imports it first.
+    """
+    if "torch_xla" in sys.modules or "tensorflow" not in sys.modules:
+        return None
+    return "torch_xla cannot be loaded after TensorFlow in one process (both carry LLVM); import torch_xla first"
+
+
+def start_xla() -> None:
+    """Import torch_xla and start its runtime (the PJRT client), before this process's first backward pass.
+
+    Autograd sizes its per-device worker queues once, at the first backward of the process, from
+    the devices started by then: after a CPU backward, every xla backward failed an internal assert
+    ("device_ready_queues_", torch 2.9 with torch_xla 2.9). Not to be called in a process that
+    forks kernels: a PJRT client does not survive a fork.
+    """
+    import torch_xla.runtime as xr
+
+    xr.global_runtime_device_count()
+
+
+def preload_xla() -> None:
+    """Start torch_xla where "xla" is requested and torch can use it, before student code runs.
+
+    dlkit.integrity.snapshot calls this in the grader's first cell: a notebook that imports
+    TensorFlow, or runs a backward pass before its first test, could otherwise not use xla.
+    """
+    if "xla" in requested_devices() and xla_backend() and xla_blocked() is None:
+        start_xla()
+
+
 def torch_devices() -> list[str]:
     """Every torch device kind this process can use, "cpu" first."""
     import torch
@@ -51,7 +103,7 @@ def torch_devices() -> list[str]:
     mps = getattr(torch.backends, "mps", None)
     if mps is not None and mps.is_available():
         found.append("mps")
-    if tpu_present() and importlib.util.find_spec("torch_xla") is not None:
+    if xla_backend() and xla_blocked() is None:
         found.append("xla")
     return found
 
@@ -124,17 +176,23 @@ def resolve_devices(spec: str) -> list[str]:
 def test_devices() -> list[str]:
     """The real torch device kinds a test should visit: requested and present, in a stable order.
 
+    Unlike the other look-ups it starts torch_xla when "xla" is among them (see `start_xla`).
     The CPU is always included so that every submission is graded at least once. The simulated
     "fakegpu" is not among them: it works only inside `check_on_devices`, which switches it on.
     """
     present = torch_devices()
     wanted = set(requested_devices()) | {"cpu"}
-    return [kind for kind in present if kind in wanted]
+    kinds = [kind for kind in present if kind in wanted]
+    if "xla" in kinds:  # a notebook's setup cell asks this first: start xla before any backward pass
+        start_xla()
+    return kinds
 
 
 def has_float64(kind: str) -> bool:
-    """Whether a device kind computes in float64: MPS cannot, nor can the simulated "fakegpu" (like a TPU)."""
-    return kind not in ("mps", "fakegpu")
+    """Whether tests should compute in float64 on a device kind: not on MPS (it has none), nor on a TPU
+    ("xla": no float64 units; XLA emulates it far slower, where the TPU's compiler accepts it at all),
+    nor on the simulated "fakegpu". The CPU-backed xla has float64, but it stands in for a TPU."""
+    return kind not in ("mps", "xla", "fakegpu")
 
 
 def default_device() -> str:
@@ -171,8 +229,9 @@ def synchronize(device) -> None:
         import torch
 
         torch.mps.synchronize()
-    elif kind == "xla":
+    elif kind == "xla":  # lazy tensors: sync() compiles and launches the pending graph, then wait for it
+        import torch_xla
         import torch_xla.core.xla_model as xm
 
-        xm.mark_step()
+        torch_xla.sync()
         xm.wait_device_ops()

@@ -10,6 +10,8 @@ import os
 import re
 from pathlib import Path
 
+from .devices import xla_backend
+
 #: Spec-sheet peaks (FLOP/s, dense, no structured sparsity) of GPUs students meet on Colab and clusters,
 #: per precision: "fp32" on the ordinary cores; "tf32", "bf16" and "fp16" on the tensor cores (FP32
 #: accumulation). A precision a GPU's tensor cores lack is absent. Sources: NVIDIA's data sheets
@@ -133,6 +135,10 @@ def device_name(kind: str) -> str:
         import torch
 
         return torch.cuda.get_device_name()
+    if kind == "xla":
+        backend = xla_backend()
+        if backend:
+            return "TPU (torch_xla)" if backend == "TPU" else f"xla on {backend} (torch_xla without a TPU)"
     if kind == "cpu":
         try:
             text = Path("/proc/cpuinfo").read_text()

@@ -20,7 +20,7 @@ import functools
 import json
 from typing import Callable, ContextManager
 
-from .devices import explicit_devices, tf_kinds_present, torch_devices
+from .devices import explicit_devices, start_xla, tf_kinds_present, torch_devices, xla_backend, xla_blocked
 
 #: Prefix of the marker lines; the grader reads only lines that start with it.
 MARKER = "[dlkit-device] "
@@ -89,6 +89,10 @@ def _absence(kind: str, framework: str) -> str:
     """Why `kind` was not run: the message of its "skipped" marker."""
     if kind == "fakegpu" and framework != "torch":
         return f"not run: the simulated fakegpu exists for torch only, not for {framework}"
+    if kind == "xla" and framework == "tf" and xla_backend():
+        return f"not run: TensorFlow's xla is TPUStrategy, which needs a TPU; this runtime's xla is torch_xla on {xla_backend()}"
+    if kind == "xla" and framework == "torch" and xla_backend() and xla_blocked():
+        return f"not run: {xla_blocked()}"
     return f"not run: this runtime has no {kind}"
 
 
@@ -118,7 +122,10 @@ def check_on_devices(check: Callable[[str], None], kinds: list[str] | None = Non
         raise ValueError(f"framework must be one of {FRAMEWORKS}, not {framework!r}")
     statuses: dict[str, str] = {}
     errors: dict[str, Exception] = {}
-    for kind, present in _kinds_to_visit(kinds, framework):
+    visits = _kinds_to_visit(kinds, framework)
+    if ("xla", True) in visits and framework == "torch":
+        start_xla()  # before the CPU's backward passes, or xla's would fail (devices.start_xla)
+    for kind, present in visits:
         if not present:
             statuses[kind] = "skipped"
             _emit(kind, "skipped", _absence(kind, framework))

@@ -82,7 +82,23 @@ def _placement(kind: str, framework: str) -> ContextManager:
         from . import fakegpu
 
         return fakegpu.active()
+    if kind == "xla":
+        return _xla_eager()
     return contextlib.nullcontext()
+
+
+def _xla_eager() -> ContextManager:
+    """torch_xla's eager mode for the duration of a check: every operation runs when it is issued.
+
+    Lazily, a training loop that never marks a step (no `torch_xla.sync()`, as in every device-agnostic
+    loop) grows one graph across all its steps and recompiles it at each `.item()`: 30 steps of a tiny
+    MLP took 88 s instead of 1.2 s (torch_xla 2.9, CPU backend), past the cell time limit. A check asks
+    whether the code is right on the device, not whether it is tuned for lazy tensors (notebook 01
+    teaches that); eager mode keeps the device's placement and dtype rules.
+    """
+    from torch_xla.experimental import eager_mode_context
+
+    return eager_mode_context(True)
 
 
 def _absence(kind: str, framework: str) -> str:

@@ -1,5 +1,5 @@
 """Rehearse a release notebook as Colab runs it: python -m autograder.colab_rehearsal [--notebook NAME]
-(`make colab-rehearsal`; needs network for pip and a few minutes; not part of `make test`).
+[--python PYTHON] [--out DIR]   (`make colab-rehearsal`; needs network for pip and a few minutes; not in `make test`).
 
 Colab cannot be reached from CI, yet what students meet there is a runtime with torch, NumPy,
 matplotlib and tqdm preinstalled and nothing of the kit: the release's setup cell
@@ -121,7 +121,10 @@ def clean_env(venv: Path) -> dict[str, str]:
 
 def _run(command: list[str], env: dict[str, str], timeout: float = 1800) -> str:
     """Run `command` away from the checkout (a `python -c` would import from its working folder)."""
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, cwd=tempfile.gettempdir())
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, cwd=tempfile.gettempdir())
+    except subprocess.TimeoutExpired as err:
+        raise RehearsalError(f"{' '.join(command)} did not finish in {timeout:.0f} s") from err
     if done.returncode != 0:
         raise RehearsalError(f"{' '.join(command)} failed:\n{(done.stderr or done.stdout)[-3000:]}")
     return done.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -46,7 +47,7 @@ def test_07_starts_with_colab_s_torch_and_must_get_the_onnx_libraries_from_its_s
 def test_the_rehearsal_refuses_a_runtime_that_already_has_onnx_or_dlkit():
     """The course venv has all of them: a rehearsal there would show nothing."""
     with pytest.raises(colab_rehearsal.RehearsalError, match="onnx.*dlkit"):
-        colab_rehearsal.check_absent(colab_rehearsal.Path(sys.executable), ["onnx", "onnxscript", "dlkit"])
+        colab_rehearsal.check_absent(Path(sys.executable), ["onnx", "onnxscript", "dlkit"])
 
 
 def test_a_bare_venv_passes_the_check(tmp_path):

@@ -11,8 +11,9 @@ OUT         ?= build/grades
 WORKERS     ?= $(shell nproc 2>/dev/null || echo 2)
 GRADE_FLAGS ?=
 DEVICES     ?= auto
+NOTEBOOK    ?= 07_deployment
 
-.PHONY: venv release publish grade demo slides test test-xla accuracy bench gpu-check clean
+.PHONY: venv release publish grade demo slides test test-xla accuracy bench gpu-check colab-rehearsal clean
 
 venv: $(VENV)/.installed
 
@@ -76,6 +77,10 @@ bench: release
 ## On a machine with a CUDA GPU: run the torch notebooks on cpu,cuda, grade their samples, check; writes build/gpu-check/gpu-check.md
 gpu-check: release
 	$(PY) -m autograder.gpu_check build/gpu-check
+
+## Run a release notebook (reference answers) as Colab would: fresh venv without the kit, its setup cell installs the rest (network, minutes); writes build/colab-rehearsal/report.md
+colab-rehearsal: release
+	$(PY) -m autograder.colab_rehearsal --notebook "$(NOTEBOOK)"
 
 clean:
 	rm -rf build

@@ -7,6 +7,7 @@ only the settings any course needs (course id, cell timeout).
 
 from __future__ import annotations
 
+import csv
 import os
 import shutil
 import subprocess
@@ -77,15 +78,29 @@ def _wrote_to_stderr_only(cell) -> bool:
             and not any(o.get("output_type") == "error" for o in outputs))
 
 
-def unexplained_differences(root: Path, stock: dict[tuple[str, str, str], float],
-                            kit: dict[tuple[str, str, str], float]) -> list[str]:
-    """Test cells whose kit score differs from stock nbgrader's for any reason but the documented one.
+def failed_off_the_cpu(kit_out: Path) -> set[tuple[str, str, str]]:
+    """(student, assignment, grade_id) of the tests the kit failed on an accelerator row, real or simulated
+    (fakegpu), while their CPU row passed: stock nbgrader runs every test once, on the CPU."""
+    by_test: dict[tuple[str, str, str], dict[str, str]] = {}
+    with open(kit_out / "results.csv", newline="", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            by_test.setdefault((r["student_id"], r["assignment"], r["grade_id"]), {})[r["device"]] = r["status"]
+    return {key for key, statuses in by_test.items()
+            if statuses.get("cpu") == "passed" and any(s == "failed" for d, s in statuses.items() if d != "cpu")}
 
-    The one deliberate difference: nbgrader gives 0 to a passing test cell that wrote to stderr
-    (a DeprecationWarning, TensorFlow's logging); the kit keeps its points.
+
+def unexplained_differences(root: Path, stock: dict[tuple[str, str, str], float],
+                            kit: dict[tuple[str, str, str], float],
+                            off_cpu: set[tuple[str, str, str]] = frozenset()) -> list[str]:
+    """Test cells whose kit score differs from stock nbgrader's for any reason but the documented ones.
+
+    The deliberate differences: nbgrader gives 0 to a passing test cell that wrote to stderr
+    (a DeprecationWarning, TensorFlow's logging), the kit keeps its points; and the kit also runs
+    device-checked tests on the accelerators it has or simulates, so a device bug the CPU cannot
+    show (`off_cpu`, see failed_off_the_cpu) costs points with the kit only.
     """
     problems = [f"{key}: graded by only one of them" for key in sorted(set(stock) ^ set(kit))]
-    for key in sorted(k for k in set(stock) & set(kit) if stock[k] != kit[k]):
+    for key in sorted(k for k in set(stock) & set(kit) if stock[k] != kit[k] and not (k in off_cpu and kit[k] < stock[k])):
         student, assignment, grade_id = key
         graded = nbformat.read(root / "autograded" / student / assignment / f"{assignment}.ipynb", as_version=4)
         cell = next((c for c in graded.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id), {})

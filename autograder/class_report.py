@@ -33,7 +33,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from dlkit.devices import KNOWN_KINDS  # noqa: E402
 
-from .report import totals  # noqa: E402
+from .report import read_results, totals  # noqa: E402
 from .results import CellResult  # noqa: E402
 
 TOP_MESSAGES = 3        # failure messages shown per test and device
@@ -81,14 +81,6 @@ def group_messages(messages: list[str]) -> list[tuple[str, int]]:
         text = text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS - 1] + "…"
         shown.append((text, len(numbers)))
     return sorted(shown, key=lambda item: -item[1])
-
-
-def read_results(out: Path) -> list[CellResult]:
-    """The rows of OUT/results.csv."""
-    with open(out / "results.csv", newline="", encoding="utf-8") as f:
-        return [CellResult(r["student_id"], r["assignment"], r["grade_id"], float(r["score"]),
-                           float(r["max_score"]), r["status"], r["message"], r.get("device") or "")
-                for r in csv.DictReader(f)]
 
 
 def read_timings(out: Path) -> dict[str, list[float]]:

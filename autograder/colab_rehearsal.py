@@ -47,13 +47,14 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from . import publish, release, samples
-from .colab_setup import DISTRIBUTION, SETUP_GRADE_ID, course_pins
+from .colab_setup import DISTRIBUTION, RUNTIME_OWNED, SETUP_GRADE_ID, course_pins
 from .course import BUILD, notebook_imports
 
 REHEARSAL = BUILD / "colab-rehearsal"
 KERNEL_NAME = "colab-rehearsal"
-#: Modules a Colab runtime has before any cell runs, among those the notebooks import (Colab has many more).
-PREINSTALLED = ("torch", "tensorflow", "numpy", "matplotlib", "tqdm")
+#: Modules a Colab runtime has before any cell runs, among those the notebooks import (Colab has many more):
+#: those the setup cell never installs, and tqdm, which it would install only where a runtime lacks it.
+PREINSTALLED = (*sorted(RUNTIME_OWNED), "tqdm")
 #: In every rehearsal venv: dlkit's own dependencies and the kernel.
 ALWAYS = ("numpy", "matplotlib", "ipykernel")
 #: A cell may install for minutes (onnxruntime is large); a notebook that hangs must still end.

@@ -63,11 +63,8 @@ def grade_submission(submission: Submission, out: Path, limits: Limits, warm_ker
     InfrastructureError stops the run rather than give the student a zero.
     """
     started = time.perf_counter()
-    if warm_kernels:
-        try:
-            warm.activate(preload or warm.preload_modules(assignments()[submission.assignment]))
-        except warm.ZygoteError as err:
-            print(f"WARNING: cold kernel for {submission.student}/{submission.assignment}: {err}", file=sys.stderr)
+    if warm_kernels:  # started, not waited for: a zygote that fails to start means a cold kernel (warm.py)
+        warm.activate(preload or warm.preload_modules(assignments()[submission.assignment]))
     workspace, success, log = _autograde_once(submission, out, limits)
     if (reason := infrastructure_failure(log)) is not None:
         print(f"WARNING: {submission.student}/{submission.assignment}: {reason}; retrying once with a cold kernel",

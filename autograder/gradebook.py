@@ -114,7 +114,8 @@ def class_gradebook(db_url: str, release_db: Path = BUILD / "gradebook.db",
     """
     course_id = nbgrader_config(release_db.parent).CourseDirectory.course_id  # a database server checks it exists
     opened: list[Gradebook] = []
-    defined: set[str] = set()
+    defined: set[str] = set()  # assignments whose definitions this run copied
+    known: set[str] = set()    # assignments the gradebook has, as of the last copy
 
     def write(rows: list[CellResult]) -> None:
         by_submission: dict[tuple[str, str], list[CellResult]] = defaultdict(list)
@@ -129,7 +130,7 @@ def class_gradebook(db_url: str, release_db: Path = BUILD / "gradebook.db",
                 if new := {assignment for _, assignment in by_submission} - defined:
                     copy_definitions(release_db, gb, new)
                     defined.update(new)
-                known = {a.name for a in gb.assignments}
+                    known.update(a.name for a in gb.assignments)
                 for (student, assignment), graded in sorted(by_submission.items()):
                     if assignment in known:  # an unknown assignment has nothing to record against
                         record(gb, student, assignment, graded)

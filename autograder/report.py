@@ -87,6 +87,14 @@ def write_csvs(out: Path, rows: list[CellResult]) -> None:
             writer.writerow([student, assignment, f"{score:g}", f"{top:g}", *covered[(student, assignment)]])
 
 
+def read_results(out: Path) -> list[CellResult]:
+    """The rows of OUT/results.csv, as write_csvs wrote them."""
+    with open(out / "results.csv", newline="", encoding="utf-8") as f:
+        return [CellResult(r["student_id"], r["assignment"], r["grade_id"], float(r["score"]),
+                           float(r["max_score"]), r["status"], r["message"], r.get("device") or "")
+                for r in csv.DictReader(f)]
+
+
 def tampered_rows(rows: list[CellResult]) -> list[CellResult]:
     """The rows voided for tampering, one per test cell (device rows repeat the cell's verdict)."""
     seen = {}

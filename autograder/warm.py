@@ -132,7 +132,11 @@ class Zygote:
     def ready(self) -> list[str]:
         """Wait (until the start timeout) for the zygote to finish its imports; the modules it loaded."""
         if self.loaded is None:
-            self.loaded = self._read(max(0.0, self._ready_by - time.monotonic())).get("ready", [])
+            try:
+                self.loaded = self._read(max(0.0, self._ready_by - time.monotonic())).get("ready", [])
+            except ZygoteError as err:  # the kernel then starts cold (kernel.py); said here, in the worker's log
+                print(f"WARNING: cold kernels: the zygote did not start: {err}", file=sys.stderr)
+                raise
             print(f"warm kernels: a zygote preloaded {' '.join(self.loaded)}", file=sys.stderr)  # the worker's log
         return self.loaded
 

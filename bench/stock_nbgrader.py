@@ -7,7 +7,6 @@ only the settings any course needs (course id, cell timeout).
 
 from __future__ import annotations
 
-import csv
 import os
 import shutil
 import subprocess
@@ -19,6 +18,7 @@ from nbgrader.api import Gradebook
 
 from autograder.course import BUILD
 from autograder.intake import Submission
+from autograder.report import read_results
 
 STOCK_CONFIG = """c = get_config()  # noqa: F821
 c.CourseDirectory.course_id = "dl-hwsw"
@@ -82,9 +82,8 @@ def failed_off_the_cpu(kit_out: Path) -> set[tuple[str, str, str]]:
     """(student, assignment, grade_id) of the tests the kit failed on an accelerator row, real or simulated
     (fakegpu), while their CPU row passed: stock nbgrader runs every test once, on the CPU."""
     by_test: dict[tuple[str, str, str], dict[str, str]] = {}
-    with open(kit_out / "results.csv", newline="", encoding="utf-8") as f:
-        for r in csv.DictReader(f):
-            by_test.setdefault((r["student_id"], r["assignment"], r["grade_id"]), {})[r["device"]] = r["status"]
+    for r in read_results(kit_out):
+        by_test.setdefault((r.student_id, r.assignment, r.grade_id), {})[r.device] = r.status
     return {key for key, statuses in by_test.items()
             if statuses.get("cpu") == "passed" and any(s == "failed" for d, s in statuses.items() if d != "cpu")}
 

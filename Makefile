@@ -27,16 +27,17 @@ $(VENV)/.installed: pyproject.toml
 
 ## Student release of every notebook into build/release/<assignment>/<assignment>.ipynb (only what changed)
 RELEASE_INPUTS := $(wildcard notebooks/*.ipynb) pyproject.toml \
-  $(addprefix autograder/,release.py nbgrader_config.py colab_setup.py preprocessors.py publish.py ta_notebook.py course.py)
+  $(addprefix autograder/,nbgrader_config.py course.py grading/preprocessors.py \
+    authoring/release.py authoring/colab_setup.py authoring/publish.py authoring/ta_notebook.py authoring/colab_grade.ipynb)
 release: build/release-manifest.json
 
 build/release-manifest.json: $(RELEASE_INPUTS) | venv
-	$(PY) -m autograder.release
+	$(PY) -m autograder.authoring.release
 	touch $@
 
 ## Copy the release and the helper package into a checkout of the student repository: make publish DEST=<dir>
 publish: release
-	$(PY) -m autograder.publish "$(DEST)"
+	$(PY) -m autograder.authoring.publish "$(DEST)"
 
 ## Grade a class: make grade SUBMISSIONS=<dir>/<student>/<assignment>/*.ipynb OUT=<dir> [WORKERS=n] [DEVICES=auto|cpu,cuda|...]
 grade: release
@@ -48,7 +49,7 @@ demo: release
 
 ## Lecture slides of every notebook (executed, solutions and plots) into build/slides/
 slides: venv
-	$(PY) -m autograder.slides
+	$(PY) -m autograder.authoring.slides
 
 test: venv
 	$(PY) -m pytest
@@ -68,7 +69,7 @@ test-xla: $(VENV_XLA)/.installed
 
 ## Grade the held-out corpus (autograder/corpus/): correct answers must get full marks, wrong ones lose points; prints the agreement table
 accuracy: release
-	$(PY) -m autograder.accuracy build/accuracy
+	$(PY) -m autograder.verify.accuracy build/accuracy
 
 ## Stock sequential nbgrader vs the kit at 1, 8 and 24 submissions, side by side, plus the fixed costs; writes bench/results.md (~15 min)
 bench: release
@@ -76,11 +77,11 @@ bench: release
 
 ## On a machine with a CUDA GPU: run the torch notebooks on cpu,cuda, grade their samples, check; writes build/gpu-check/gpu-check.md
 gpu-check: release
-	$(PY) -m autograder.gpu_check build/gpu-check
+	$(PY) -m autograder.verify.gpu_check build/gpu-check
 
 ## Run a release notebook (reference answers) as Colab would: fresh venv without the kit, its setup cell installs the rest (network, minutes); writes build/colab-rehearsal/report.md
 colab-rehearsal: release
-	$(PY) -m autograder.colab_rehearsal --notebook "$(NOTEBOOK)"
+	$(PY) -m autograder.verify.colab_rehearsal --notebook "$(NOTEBOOK)"
 
 clean:
 	rm -rf build

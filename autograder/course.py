@@ -1,4 +1,4 @@
-"""Where the kit's files live, which assignments exist, and the nbgrader config for a folder."""
+"""What the course is: which assignments exist, what their notebooks import, and the nbgrader config for a folder."""
 
 from __future__ import annotations
 
@@ -6,26 +6,31 @@ import ast
 import os
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
-from .limits import Limits
+from autograder.isolation.limits import Limits
+from autograder.paths import CONFIG_FILE, NOTEBOOKS
 
-REPO = Path(__file__).resolve().parent.parent
-NOTEBOOKS = REPO / "notebooks"
-BUILD = REPO / "build"
-RELEASE = BUILD / "release"
-CONFIG_FILE = Path(__file__).resolve().parent / "nbgrader_config.py"
 
-# nbgrader runs the `alembic` command from PATH when it opens a gradebook. Put this
-# interpreter's bin folder first, so `.venv/bin/python -m autograder.grade` works without
-# activating the virtual environment.
-_BIN = str(Path(sys.executable).parent)
-if os.environ.get("PATH", "").split(os.pathsep)[0] != _BIN:
-    os.environ["PATH"] = _BIN + os.pathsep + os.environ.get("PATH", "")
+@contextmanager
+def nbgrader_tools_on_path() -> Iterator[None]:
+    """This interpreter's bin folder first on PATH while the block runs.
+
+    nbgrader runs the `alembic` command from PATH when it creates a gradebook, so
+    `.venv/bin/python -m autograder.authoring.release` must work without the virtual environment activated.
+    """
+    before = os.environ.get("PATH", "")
+    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + before
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = before
 
 
 def assignments() -> dict[str, Path]:
@@ -89,7 +94,5 @@ def nbgrader_config(root: Path, limits: Limits | None = None) -> Config:
     config.CourseDirectory.root = str(root)
     config.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
     if limits is not None:
-        config.Execute.timeout = limits.cell_timeout
-        config.GuardedExecute.notebook_timeout = limits.notebook_timeout
-        config.GuardedExecute.max_output_bytes = limits.output_bytes
+        config.merge(limits.nbgrader_config())
     return config

@@ -8,16 +8,36 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # so nbgrader can import autograder.*
 
-from autograder.colab_setup import AddColabSetup  # noqa: E402
-from autograder.limits import Limits  # noqa: E402
-from autograder.preprocessors import (GuardedExecute, GuardTests, KeepWarningsFromCostingPoints,  # noqa: E402
-                                      RestoreMissingCells, SeedTests)
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests,  # noqa: E402
-                                    ClearMarkScheme, ClearOutput, ClearSolutions, ComputeChecksums,
-                                    DeduplicateIds, IgnorePattern, IncludeHeaderFooter, InstantiateTests,
-                                    LimitOutput, LockCells, OverwriteCells, OverwriteKernelspec,
-                                    SaveAutoGrades, SaveCells)
+from nbgrader.preprocessors import (  # noqa: E402
+                                      AssignLatePenalties,
+                                      CheckCellMetadata,
+                                      ClearHiddenTests,
+                                      ClearMarkScheme,
+                                      ClearOutput,
+                                      ClearSolutions,
+                                      ComputeChecksums,
+                                      DeduplicateIds,
+                                      IgnorePattern,
+                                      IncludeHeaderFooter,
+                                      InstantiateTests,
+                                      LimitOutput,
+                                      LockCells,
+                                      OverwriteCells,
+                                      OverwriteKernelspec,
+                                      SaveAutoGrades,
+                                      SaveCells,
+)
+
+from autograder.authoring.colab_setup import AddColabSetup  # noqa: E402
+from autograder.grading.preprocessors import (  # noqa: E402
+                                      GuardedExecute,
+                                      GuardTests,
+                                      KeepWarningsFromCostingPoints,
+                                      RestoreMissingCells,
+                                      SeedTests,
+)
+from autograder.isolation.limits import Limits  # noqa: E402
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
@@ -44,11 +64,9 @@ c.GenerateAssignment.preprocessors = [
     CheckCellMetadata,
 ]
 
-# Time limits while grading (defaults in autograder/limits.py; `make grade` flags override them).
+# Time limits while grading (defaults in autograder/isolation/limits.py; `make grade` flags override them).
 # The notebooks' slowest cells take a few seconds on a 2-core CPU; an infinite loop stops here.
-c.Execute.timeout = Limits().cell_timeout
-c.GuardedExecute.notebook_timeout = Limits().notebook_timeout
-c.GuardedExecute.max_output_bytes = Limits().output_bytes
+c.merge(Limits().nbgrader_config())
 # Once the last cell ran, the kernel is killed rather than asked to exit: its outputs are all in,
 # and the grader kills whatever it left running anyway. A graceful exit waits for ipykernel to
 # signal its children and see them go, ~3.4 s whenever a notebook leaves DataLoader workers behind.

@@ -33,14 +33,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from autograder import warm
-from autograder.course import REPO, assignments
-from autograder.gradebook import write_class_gradebook
-from autograder.intake import Submission, discover
-from autograder.release import build_release
-from autograder.report import read_results
-from autograder.results import execution_seconds
-from autograder.samples import SUBMISSIONS, expected_failures
+from autograder.authoring.release import build_release
+from autograder.authoring.samples import SUBMISSIONS, expected_failures
+from autograder.course import assignments
+from autograder.execution import warm
+from autograder.grading.gradebook import write_class_gradebook
+from autograder.grading.intake import Submission, discover
+from autograder.grading.report import read_results
+from autograder.grading.results import execution_seconds
+from autograder.paths import REPO
 
 from .stock_nbgrader import failed_off_the_cpu, grade_with_stock_nbgrader, scores, unexplained_differences
 

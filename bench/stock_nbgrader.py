@@ -16,9 +16,9 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook
 
-from autograder.course import BUILD
-from autograder.intake import Submission
-from autograder.report import read_results
+from autograder.grading.intake import Submission
+from autograder.grading.report import read_results
+from autograder.paths import BUILD
 
 STOCK_CONFIG = """c = get_config()  # noqa: F821
 c.CourseDirectory.course_id = "dl-hwsw"

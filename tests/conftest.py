@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder.course import REPO, assignments
-from autograder.release import build_release
-from autograder.samples import SUBMISSIONS, expected_device_failures
+from autograder.authoring.release import build_release
+from autograder.authoring.samples import SUBMISSIONS, expected_device_failures
+from autograder.course import assignments
+from autograder.paths import REPO
 from dlkit.devices import resolve_devices
 
 # Broken submissions added to the sample class: (student, assignment folder, file name, content).

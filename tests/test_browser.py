@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 from selenium.webdriver.common.by import By
 
-from autograder.course import BUILD, REPO
-from autograder.samples import SUBMISSIONS, expected_failures
-from autograder.slides import build_slides
+from autograder.authoring.samples import SUBMISSIONS, expected_failures
+from autograder.authoring.slides import build_slides
+from autograder.paths import BUILD, REPO
 
 from .browser import chromium, jupyter_lab, missing_browser, wait_for
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.class_report import build_report, group_messages, message_group
-from autograder.course import REPO
-from autograder.results import CellResult
+from autograder.grading.class_report import build_report, group_messages, message_group
+from autograder.grading.results import CellResult
+from autograder.paths import REPO
 
 STUDENTS = 1000
 TESTS = [("test_add", 2.0), ("test_matmul", 3.0), ("test_conv", 3.0), ("test_pool", 2.0)]
@@ -119,7 +119,7 @@ def test_timings_are_used_when_recorded_and_the_cli_rebuilds_an_old_run(tmp_path
         writer = csv.writer(f)
         writer.writerow(["student_id", "assignment", "seconds", "executing_seconds", "overhead_seconds"])
         writer.writerows([f"s{i:04d}", "01_tensors", f"{10 + i}.000", "5.000", f"{5 + i}.000"] for i in range(20))
-    proc = subprocess.run([sys.executable, "-m", "autograder.class_report", str(tmp_path)], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "autograder.grading.class_report", str(tmp_path)], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     text = visible_text((tmp_path / "report.html").read_text(encoding="utf-8"))

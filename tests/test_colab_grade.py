@@ -1,4 +1,4 @@
-"""autograder/colab_grade.ipynb, the TA's Colab grading notebook.
+"""autograder/authoring/colab_grade.ipynb, the TA's Colab grading notebook.
 
 Colab itself cannot be reached from here, so the test runs the notebook in a local kernel with
 KIT_COLAB_SKIP_SETUP=1 (no Drive, no pip) and parameters pointing at a tiny class; what is left,
@@ -14,10 +14,11 @@ import pytest
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell
 
-from autograder import ta_notebook
-from autograder.course import REPO, assignments
-from autograder.results import autograded_cells
-from autograder.samples import SUBMISSIONS, expected_failures
+from autograder.authoring import ta_notebook
+from autograder.authoring.samples import SUBMISSIONS, expected_failures
+from autograder.course import assignments
+from autograder.grading.results import autograded_cells
+from autograder.paths import REPO
 
 from .conftest import read_csv
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import colab_rehearsal, colab_setup, publish
+from autograder.authoring import colab_setup, publish
 from autograder.course import assignments
+from autograder.verify import colab_rehearsal
 
 
 def released_07() -> nbformat.NotebookNode:

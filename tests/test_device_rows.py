@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from autograder.report import coverage, totals
-from autograder.results import CellResult, device_rows, parse_markers, without_stack_frames
+from autograder.grading.report import coverage, totals
+from autograder.grading.results import CellResult, device_rows, parse_markers, without_stack_frames
 from dlkit.ondevice import MARKER
 
 

@@ -1,8 +1,9 @@
 """environment.yml (conda) and pyproject.toml (pip) must pin the same course environment."""
 
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -14,8 +14,8 @@ import sys
 import pytest
 from selenium.webdriver.common.by import By
 
-from autograder.course import REPO
-from autograder.samples import SUBMISSIONS
+from autograder.authoring.samples import SUBMISSIONS
+from autograder.paths import REPO
 
 from .browser import chromium, jupyter_lab, missing_browser, wait_for
 from .conftest import read_csv

@@ -5,13 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from autograder import gpu_check
-from autograder.course import REPO
-from autograder.samples import expected_failures, expected_failures_on
+from autograder.authoring.samples import expected_failures, expected_failures_on
+from autograder.paths import REPO
+from autograder.verify import gpu_check
 
 
 def test_without_a_cuda_gpu_it_says_so_and_exits_2(tmp_path):
@@ -19,7 +18,7 @@ def test_without_a_cuda_gpu_it_says_so_and_exits_2(tmp_path):
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: run `make gpu-check` itself")
-    proc = subprocess.run([sys.executable, "-m", "autograder.gpu_check", str(tmp_path / "out")], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "autograder.verify.gpu_check", str(tmp_path / "out")], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "no CUDA GPU" in proc.stderr
 

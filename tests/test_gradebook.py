@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from nbgrader.api import Gradebook
 
-from autograder.course import BUILD
-from autograder.gradebook import write_class_gradebook
-from autograder.results import CellResult, autograded_cells
+from autograder.grading.gradebook import write_class_gradebook
+from autograder.grading.results import CellResult, autograded_cells
+from autograder.paths import BUILD
 
 
 def rows_for(student: str, failing: set[str]) -> list[CellResult]:
@@ -40,7 +40,7 @@ def test_a_new_gradebook_gets_nbgraders_schema_and_version_without_running_alemb
     import nbgrader.api
     from sqlalchemy import create_engine, inspect, text
 
-    from autograder.gradebook import create_schema
+    from autograder.grading.gradebook import create_schema
 
     def no_alembic():
         raise AssertionError("nbgrader ran the alembic command")
@@ -66,7 +66,7 @@ def test_a_new_gradebook_gets_nbgraders_schema_and_version_without_running_alemb
 
 def test_a_run_writes_each_submission_as_it_arrives(release, tmp_path):
     """class_gradebook keeps one gradebook open for a run: each write adds its submissions, a later one replaces."""
-    from autograder.gradebook import class_gradebook
+    from autograder.grading.gradebook import class_gradebook
 
     url = f"sqlite:///{tmp_path / 'gradebook.db'}"
     with class_gradebook(url) as write:

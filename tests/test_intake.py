@@ -13,8 +13,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from autograder.course import NOTEBOOKS
-from autograder.intake import discover, read_notebook_bytes
+from autograder.grading.intake import discover, read_notebook_bytes
+from autograder.paths import NOTEBOOKS
 
 KNOWN = {"01_tensors"}
 INSTRUCTOR = NOTEBOOKS / "01_tensors.ipynb"  # what a link in a student's archive would reach for

@@ -1,8 +1,8 @@
 """Kernels graded at the same time cannot reach one another, and one submission cannot exhaust the machine.
 
 Each sandboxed kernel is PID 1 of a PID namespace of its own and runs as a uid of its own under a
-process cap (autograder/sandbox.py); memory is capped per process by RLIMIT_DATA, which leaves the
-address space CUDA reserves alone (autograder/limits.py).
+process cap (autograder/isolation/sandbox.py); memory is capped per process by RLIMIT_DATA, which leaves the
+address space CUDA reserves alone (autograder/isolation/limits.py).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import sandbox
-from autograder.course import REPO
-from autograder.samples import SUBMISSIONS
+from autograder.authoring.samples import SUBMISSIONS
+from autograder.isolation import sandbox
+from autograder.paths import REPO
 
 from .conftest import read_csv
 
@@ -82,7 +82,7 @@ def test_the_memory_limit_leaves_reservations_alone_but_stops_a_big_allocation()
     code = textwrap.dedent("""
         import mmap
         import numpy as np
-        from autograder.limits import Limits, apply_process_limits
+        from autograder.isolation.limits import Limits, apply_process_limits
         assert apply_process_limits(Limits()) == []
         reservation = mmap.mmap(-1, 64 * 2**30, flags=mmap.MAP_PRIVATE, prot=0)  # PROT_NONE
         print("reserved", len(reservation) // 2**30, "GiB")

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from autograder.course import REPO
-from autograder.samples import SUBMISSIONS
+from autograder.authoring.samples import SUBMISSIONS
+from autograder.paths import REPO
 
 from .conftest import read_csv
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import nbformat
 import pytest
 
+from autograder.authoring.samples import SUBMISSIONS, solution_sources
 from autograder.course import assignments
-from autograder.samples import SUBMISSIONS, solution_sources
 
 NOTEBOOKS = list(assignments())
 
@@ -48,4 +48,4 @@ def test_reference_submission_matches_the_instructor_solutions(name):
     reference = nbformat.read(SUBMISSIONS / "reference" / name / f"{name}.ipynb", as_version=4)
     submitted = {nbgrader_meta(c)["grade_id"]: c.source for c in reference.cells if nbgrader_meta(c).get("solution")}
     assert submitted == solution_sources(assignments()[name]), \
-        "the reference submission is stale: run `python -m autograder.samples`"
+        "the reference submission is stale: run `python -m autograder.authoring.samples`"

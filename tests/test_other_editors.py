@@ -18,9 +18,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.colab_setup import SETUP_GRADE_ID
-from autograder.course import REPO
-from autograder.samples import reference_submission
+from autograder.authoring.colab_setup import SETUP_GRADE_ID
+from autograder.authoring.samples import reference_submission
+from autograder.paths import REPO
 
 from .conftest import read_csv
 

@@ -10,10 +10,10 @@ import pytest
 from nbformat.v4 import new_code_cell, new_output
 from nbgrader.utils import determine_grade
 
+from autograder.authoring.samples import SUBMISSIONS, expected_failures
 from autograder.course import assignments
-from autograder.preprocessors import KeepWarningsFromCostingPoints
-from autograder.results import STATUSES, autograded_cells
-from autograder.samples import SUBMISSIONS, expected_failures
+from autograder.grading.preprocessors import KeepWarningsFromCostingPoints
+from autograder.grading.results import STATUSES, autograded_cells
 
 from .conftest import BROKEN, FILTER, SELECTED, tree_digest
 
@@ -178,7 +178,7 @@ def test_hostile_submissions_are_reported_with_the_reason(graded):
 
 @whole_class
 def test_student_code_reaches_no_secrets_and_no_network(graded):
-    from autograder import sandbox
+    from autograder.isolation import sandbox
 
     if sandbox.unavailable_reason():
         pytest.skip(f"no sandbox on this machine: {sandbox.unavailable_reason()}")

@@ -12,9 +12,9 @@ from collections import defaultdict
 
 import pytest
 
+from autograder.authoring.samples import expected_device_failures
 from autograder.course import assignments
-from autograder.results import autograded_cells
-from autograder.samples import expected_device_failures
+from autograder.grading.results import autograded_cells
 
 from .conftest import ABSENT, SELECTED, SIMULATED
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.course import REPO
-from autograder.samples import SUBMISSIONS
+from autograder.authoring.samples import SUBMISSIONS
+from autograder.paths import REPO
 
 pytestmark = pytest.mark.pipeline
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import publish, ta_notebook
-from autograder.course import REPO
+from autograder.authoring import publish, ta_notebook
+from autograder.paths import REPO
 
 
 def write(tmp_path, table: str):

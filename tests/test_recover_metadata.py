@@ -16,9 +16,10 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from autograder.course import NOTEBOOKS, REPO, assignments
-from autograder.recover import ADVICE, RecoveryError, rebuild
-from autograder.samples import SUBMISSIONS, reference_submission
+from autograder.authoring.samples import SUBMISSIONS, reference_submission
+from autograder.course import assignments
+from autograder.grading.recover import ADVICE, RecoveryError, rebuild
+from autograder.paths import NOTEBOOKS, REPO
 
 ALL = list(assignments())
 

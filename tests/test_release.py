@@ -11,8 +11,9 @@ import pytest
 from nbclient import NotebookClient
 from nbgrader.api import Gradebook
 
-from autograder import colab_setup, publish, ta_notebook
-from autograder.course import BUILD, assignments
+from autograder.authoring import colab_setup, publish, ta_notebook
+from autograder.course import assignments
+from autograder.paths import BUILD
 
 BLOCKS = {"solution": ("### BEGIN SOLUTION", "### END SOLUTION"),
           "hidden test": ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")}

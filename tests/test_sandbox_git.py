@@ -1,6 +1,6 @@
 """The sandbox hides the repository's history also when the kit is checked out as a git worktree."""
 
-from autograder import sandbox
+from autograder.isolation import sandbox
 
 
 def test_a_worktree_hides_its_git_file_and_the_main_git_folder(tmp_path):

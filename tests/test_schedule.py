@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder import schedule
-from autograder.grade import worth_a_zygote
-from autograder.intake import Submission
-from autograder.report import Timing
+from autograder.grading import schedule
+from autograder.grading.intake import Submission
+from autograder.grading.pipeline import worth_a_zygote
+from autograder.grading.report import Timing
 
 
 def submission(student: str, assignment: str) -> Submission:
@@ -59,12 +59,12 @@ def test_local_workers_are_forked_with_the_graders_modules_already_imported(tmp_
     The probe is a module this test file does not import, imported by the driver just before: a
     spawned worker, which imports only what unpickling the task needs, would not have it.
     """
-    from autograder.engines import local_engine
-    from autograder.limits import Limits
+    from autograder.grading.engines import local_engine
+    from autograder.isolation.limits import Limits
 
-    importlib.import_module("autograder.class_report")
-    with local_engine(2, tmp_path / "logs", Limits()) as pool:
-        assert pool.submit(_has_module, "autograder.class_report").result()
+    importlib.import_module("autograder.grading.class_report")
+    with local_engine(2, tmp_path / "logs", Limits(), {}) as pool:
+        assert pool.submit(_has_module, "autograder.grading.class_report").result()
 
 
 def _has_module(name: str) -> bool:

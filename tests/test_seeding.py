@@ -10,9 +10,10 @@ import sys
 import nbformat
 import pytest
 
-from autograder.course import REPO, assignments
-from autograder.results import autograded_cells
-from autograder.samples import SUBMISSIONS
+from autograder.authoring.samples import SUBMISSIONS
+from autograder.course import assignments
+from autograder.grading.results import autograded_cells
+from autograder.paths import REPO
 from dlkit.seeding import seed_for as seed_of
 
 from .conftest import read_csv

@@ -8,15 +8,15 @@ import re
 import nbformat
 import pytest
 
+from autograder.authoring.samples import solution_sources
+from autograder.authoring.slides import build_slides, mark_slides
 from autograder.course import assignments
-from autograder.samples import solution_sources
-from autograder.slides import build_slides, mark_slides
 
 
 @pytest.mark.parametrize("name", list(assignments()))
 def test_committed_slide_cuts_follow_the_rules(name):
     nb = nbformat.read(assignments()[name], as_version=4)
-    assert not mark_slides(nb), f"{name}: slide cuts are stale; run `python -m autograder.slides --mark`"
+    assert not mark_slides(nb), f"{name}: slide cuts are stale; run `python -m autograder.authoring.slides --mark`"
 
 
 def visible_text(deck: str) -> str:

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from autograder.course import REPO
-from autograder.intake import discover
-from autograder.samples import SUBMISSIONS
+from autograder.authoring.samples import SUBMISSIONS
+from autograder.grading.intake import discover
+from autograder.paths import REPO
 from bench.stock_nbgrader import grade_with_stock_nbgrader, scores, unexplained_differences
 
 pytestmark = pytest.mark.pipeline

@@ -1,7 +1,7 @@
 """dlkit.integrity in a real IPython shell in a fresh subprocess: each tampering vector voids the test, honest code does not.
 
 No grading run: the script snapshots, runs a "student" cell, then a test cell bracketed the way
-the grader brackets it (autograder.preprocessors.GuardTests), and reports what the check said.
+the grader brackets it (autograder.grading.preprocessors.GuardTests), and reports what the check said.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from autograder.course import REPO
+from autograder.paths import REPO
 
 # Runs in the subprocess: one shell, one snapshot, then each case in order; prints one JSON line per case.
 SCRIPT = """

@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from autograder.course import REPO
-from autograder.samples import SUBMISSIONS, expected_failures
+from autograder.authoring.samples import SUBMISSIONS, expected_failures
+from autograder.paths import REPO
 
 pytestmark = pytest.mark.pipeline
 

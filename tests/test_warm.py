@@ -10,9 +10,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import warm
-from autograder.course import REPO, assignments
-from autograder.samples import SUBMISSIONS
+from autograder.authoring.samples import SUBMISSIONS
+from autograder.course import assignments
+from autograder.execution import warm
+from autograder.paths import REPO
 
 from .conftest import read_csv
 

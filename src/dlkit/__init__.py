@@ -5,15 +5,22 @@ Importing dlkit is cheap: torch and TensorFlow are imported only by the function
 """
 
 from .bench import Timing, benchmark, grading
-from .checks import (assert_close, assert_no_float64, assert_same_placement, dispatched_ops, rel_error,
-                     tolerances_for)
+from .checks import assert_close, assert_no_float64, assert_same_placement, dispatched_ops, rel_error, tolerances_for
 from .convert import to_numpy
 from .datasets import data_file
-from .devices import (as_torch_device, default_device, has_float64, is_colab, synchronize, test_devices,
-                      tf_devices, torch_devices)
-from .ondevice import SkipDevice, check_on_devices
-from .launch import LaunchTimeout, WorkerError, free_port, launch
+from .devices import (
+                     as_torch_device,
+                     default_device,
+                     has_float64,
+                     is_colab,
+                     synchronize,
+                     test_devices,
+                     tf_devices,
+                     torch_devices,
+)
 from .hardware import cpu_peak_flops, device_name, device_peak_flops, gpu_peak_flops
+from .launch import LaunchTimeout, WorkerError, free_port, launch
+from .ondevice import SkipDevice, check_on_devices
 from .plots import bar_plot, line_plot
 from .runtime import report_runtime
 from .seeding import seed_everything

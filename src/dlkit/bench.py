@@ -18,7 +18,6 @@ from typing import Callable
 
 from .devices import synchronize
 
-
 #: nbgrader sets this in the kernel's environment while it autogrades (stock nbgrader and the kit alike).
 GRADING_ENV = "NBGRADER_EXECUTION"
 

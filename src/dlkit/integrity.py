@@ -1,7 +1,7 @@
 """Void any test that ran while a submission had tampered with what the tests rely on.
 
 While grading, the kit runs `snapshot()` in a cell it puts before all student code, and brackets
-every test cell with two grader-written lines that ask for a check (autograder/preprocessors.py).
+every test cell with two grader-written lines that ask for a check (autograder/grading/preprocessors.py).
 `snapshot()` records the identity of what tests rely on:
 - every callable and submodule attribute of the modules tests use (those the test cells import,
   plus builtins, math, random, numpy and numpy.random/testing/linalg, torch and the torch
@@ -28,7 +28,7 @@ assigning a function's `__code__` (an audited operation) with syntax alone, so n
 could rebind and no module attribute is on the path. Each passing after-check prints a marker
 holding a nonce that only that cell's source contains; a test cell whose output lacks it although
 it raised nothing did not run the grader's lines (a replaced run_cell, a transformer that dropped
-them) and the grader voids it (autograder/results.py).
+them) and the grader voids it (autograder/grading/results.py).
 
 What an in-process check cannot stop: writes to memory through ctypes; a module attribute
 replaced and put back within one test cell by writing the module's __dict__; code that reaches
@@ -52,7 +52,7 @@ REQUEST = "dlkit-integrity"
 MARKER = "dlkit-integrity checked"
 
 #: Modules always watched: what test code compares, checks, draws random inputs or raises with
-#: (autograder/warm.py preloads them, so the snapshot finds them imported).
+#: (autograder/execution/warm.py preloads them, so the snapshot finds them imported).
 CORE = ("builtins", "math", "random", "numpy", "numpy.random", "numpy.testing", "numpy.linalg",
         "torch", "torch.nn", "torch.nn.functional", "torch.testing", "torch.random", "torch.linalg",
         "torch.autograd", "dlkit")

@@ -18,10 +18,11 @@ import pytest
 
 pytest.importorskip("torch_xla")
 
-from autograder.course import REPO, assignments  # noqa: E402
-from autograder.gpu_check import imports  # noqa: E402
-from autograder.results import autograded_cells  # noqa: E402
-from autograder.samples import SUBMISSIONS, expected_device_failures  # noqa: E402
+from autograder.authoring.samples import SUBMISSIONS, expected_device_failures  # noqa: E402
+from autograder.course import assignments  # noqa: E402
+from autograder.grading.results import autograded_cells  # noqa: E402
+from autograder.paths import REPO  # noqa: E402
+from autograder.verify.gpu_check import imports  # noqa: E402
 
 from ..conftest import read_csv  # noqa: E402
 

@@ -7,7 +7,7 @@ error/timeout/tampered/skipped counts and the time per submission. It reads only
 messages are already what a student may see (results.py keeps the exception's name and message,
 never a traceback quoting hidden test source), so a report can be rebuilt for any old run:
 
-    python -m autograder.class_report OUT
+    python -m autograder.grading.class_report OUT
 
 Everything is aggregated (histograms, top-k messages, one row per test), never one row per
 student, so the page is as long for a class of 1,000 as for a class of 10.
@@ -31,10 +31,9 @@ matplotlib.use("Agg")  # a file, never a window, whatever the caller's MPLBACKEN
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from autograder.grading.report import read_results, totals  # noqa: E402
+from autograder.grading.results import CellResult  # noqa: E402
 from dlkit.devices import KNOWN_KINDS  # noqa: E402
-
-from .report import read_results, totals  # noqa: E402
-from .results import CellResult  # noqa: E402
 
 TOP_MESSAGES = 3        # failure messages shown per test and device
 MESSAGE_CHARS = 240     # a grouped message is cut here: the page stays readable, the feedback has the rest
@@ -268,7 +267,7 @@ def build_report(out: Path) -> Path:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0].startswith("-"):
-        print("usage: python -m autograder.class_report OUT   (OUT holds results.csv)", file=sys.stderr)
+        print("usage: python -m autograder.grading.class_report OUT   (OUT holds results.csv)", file=sys.stderr)
         return 2
     out = Path(argv[0])
     if not (out / "results.csv").exists():

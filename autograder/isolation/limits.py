@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from traitlets.config import Config
+
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -41,6 +43,15 @@ class Limits:
     processes: int = max(256, 16 * (os.cpu_count() or 1))
     file_bytes: int = 1 * 2**30      # largest file the kernel may write
     output_bytes: int = 1 * 2**20    # outputs kept per cell; more is dropped with a note
+
+    def nbgrader_config(self) -> Config:
+        """The time and output limits as nbgrader settings: the one mapping, used by nbgrader_config.py
+        (defaults) and by every grading workspace (the limits of the run)."""
+        config = Config()
+        config.Execute.timeout = self.cell_timeout
+        config.GuardedExecute.notebook_timeout = self.notebook_timeout
+        config.GuardedExecute.max_output_bytes = self.output_bytes
+        return config
 
 
 def apply_process_limits(limits: Limits) -> list[str]:

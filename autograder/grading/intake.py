@@ -29,7 +29,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import recover
+from autograder.grading import recover
 
 # nbgrader uses student ids in paths and database keys.
 _STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")

@@ -17,11 +17,13 @@ from nbgrader.converters import Autograde
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.utils import capture_log
 
-from . import recover, sandbox, warm
-from .course import nbgrader_config
-from .intake import Submission, read_notebook_bytes
-from .limits import Limits, kill_descendants
-from .preprocessors import INFRASTRUCTURE
+from autograder.course import nbgrader_config
+from autograder.execution import warm
+from autograder.grading import recover
+from autograder.grading.intake import Submission, read_notebook_bytes
+from autograder.grading.preprocessors import INFRASTRUCTURE
+from autograder.isolation import sandbox
+from autograder.isolation.limits import Limits, kill_descendants
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ def prepare_workspace(submission: Submission, release_root: Path, work_root: Pat
 def run_autograde(workspace: Workspace, limits: Limits, hide: list[Path]) -> tuple[bool, str]:
     """nbgrader autograde in `workspace` under `limits`; returns (success, nbgrader's log and any traceback).
 
-    Where the system allows, the kernel runs sandboxed (see autograder/sandbox.py), unable to
+    Where the system allows, the kernel runs sandboxed (see autograder/isolation/sandbox.py), unable to
     see `hide` (the class and the grading outputs) or the kit's instructor files. Whatever
     the submission started is killed before this returns.
     """

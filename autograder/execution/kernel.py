@@ -11,8 +11,9 @@ from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Integer, List, Type, Unicode
 
-from . import sandbox, warm
-from .limits import Limits
+from autograder.execution import warm
+from autograder.isolation import sandbox
+from autograder.isolation.limits import Limits
 
 
 class PromptKernelClient(AsyncKernelClient):
@@ -49,12 +50,12 @@ class PromptKernelClient(AsyncKernelClient):
 
 
 class SandboxedKernelManager(AsyncKernelManager):
-    """Start the kernel through autograder.sandbox when `sandbox_workdir` is set, forked from a warm zygote if any.
+    """Start the kernel through autograder.isolation.sandbox when `sandbox_workdir` is set, forked from a warm zygote if any.
 
     The kernel then lives in its own network namespace, so it talks to the grader over IPC
     sockets in its working folder instead of TCP, and runs as an unprivileged user of its own
     (sandbox.kernel_uid), so the connection file is handed to that user. When this process has an active zygote
-    (autograder.warm), the kernel is forked from it instead of started from scratch; should
+    (autograder.execution.warm), the kernel is forked from it instead of started from scratch; should
     that fail, it starts cold.
     """
 

@@ -1,7 +1,7 @@
 """Run a student's kernel where it can reach neither the network, nor anything it must not read, nor other kernels.
 
 The grader starts each kernel as
-    unshare --mount --net --pid --fork -- python autograder/sandbox.py SPEC.json -- <kernel command>
+    unshare --mount --net --pid --fork -- python autograder/isolation/sandbox.py SPEC.json -- <kernel command>
 so this module runs as root, as PID 1 of a fresh PID namespace, inside fresh mount and network
 namespaces (a warm kernel forked by zygote.py gets the same namespaces from unshare_namespaces). It
 1. hides the instructor sources, the grader's files, the git history, the class's submissions
@@ -98,15 +98,16 @@ def wrap(kernel_cmd: list[str], spec: Path) -> list[str]:
 
 def default_keep() -> list[Path]:
     """What a kernel needs to see: the interpreter, the virtual environment, the helper package and its data."""
-    repo = Path(__file__).resolve().parent.parent
-    return [Path(sys.base_prefix), Path(sys.prefix), repo / "src", repo / "data"]
+    from autograder.paths import DATA, SRC  # here, not on top: this file also runs as a script, outside the package
+
+    return [Path(sys.base_prefix), Path(sys.prefix), SRC, DATA]
 
 
 def default_hide() -> list[Path]:
     """What no kernel may see: instructor sources, grader, build products, history."""
-    repo = Path(__file__).resolve().parent.parent
-    return [repo / "notebooks", repo / "autograder", repo / "build", *git_dirs(repo), repo / "tests",
-            Path(tempfile.gettempdir())]
+    from autograder.paths import AUTOGRADER, BUILD, NOTEBOOKS, REPO
+
+    return [NOTEBOOKS, AUTOGRADER, BUILD, *git_dirs(REPO), REPO / "tests", Path(tempfile.gettempdir())]
 
 
 def git_dirs(repo: Path) -> list[Path]:
@@ -221,7 +222,7 @@ def enter(spec_path: str) -> str:
 
 def main(argv: list[str]) -> None:
     spec_path, sep, *kernel_cmd = argv
-    assert sep == "--" and kernel_cmd, "usage: python -m autograder.sandbox SPEC.json -- KERNEL COMMAND"
+    assert sep == "--" and kernel_cmd, "usage: python -m autograder.isolation.sandbox SPEC.json -- KERNEL COMMAND"
     os.execvpe(kernel_cmd[0], kernel_cmd, dict(os.environ, **private_env(enter(spec_path))))
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 import shutil
 import time
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -23,11 +24,12 @@ from pathlib import Path
 
 from nbgrader.api import Base, Gradebook, InvalidEntry
 from sqlalchemy import create_engine, inspect, text
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import SAWarning, SQLAlchemyError
 
-from .course import BUILD, nbgrader_config
-from .intake import Submission
-from .results import CellResult
+from autograder.course import nbgrader_config
+from autograder.grading.intake import Submission
+from autograder.grading.results import CellResult
+from autograder.paths import BUILD
 
 _SOURCE_CELL_FIELDS = ("cell_type", "locked", "source", "checksum")
 
@@ -87,14 +89,16 @@ def record(gb: Gradebook, student: str, assignment: str, rows: list[CellResult])
     As nbgrader's SaveAutoGrades does: a score a TA gave by hand is kept, and such a cell is
     flagged for review; every other cell needs no manual grading.
     """
-    gb.update_or_create_student(student)
-    submission = gb.update_or_create_submission(assignment, student)
-    scores = {r.grade_id: r.score for r in rows}
-    for notebook in submission.notebooks:
-        for grade in notebook.grades:
-            grade.auto_score = scores.get(grade.name, 0.0)
-            grade.needs_manual_grade = grade.manual_score is not None
-    gb.db.commit()
+    with warnings.catch_warnings():  # nbgrader's own session use makes SQLAlchemy warn; the rows are written
+        warnings.simplefilter("ignore", SAWarning)
+        gb.update_or_create_student(student)
+        submission = gb.update_or_create_submission(assignment, student)
+        scores = {r.grade_id: r.score for r in rows}
+        for notebook in submission.notebooks:
+            for grade in notebook.grades:
+                grade.auto_score = scores.get(grade.name, 0.0)
+                grade.needs_manual_grade = grade.manual_score is not None
+        gb.db.commit()
 
 
 @contextmanager

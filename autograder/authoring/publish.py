@@ -6,7 +6,7 @@ package, and never the instructor sources (notebooks/ holds solutions and hidden
 Colab grading notebook clones the full kit instead. Both addresses live in `[tool.dlkit.publish]`
 of pyproject.toml and nowhere else, so a fork changes one table and rebuilds the release.
 
-Usage: python -m autograder.publish DEST   copies what students need into DEST, a checkout of the
+Usage: python -m autograder.authoring.publish DEST   copies what students need into DEST, a checkout of the
 student repository (`make publish DEST=...`), to commit and push there.
 """
 
@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import shutil
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .course import RELEASE, REPO
+import tomllib
+
+from autograder.paths import RELEASE, REPO
 
 #: The value pyproject.toml ships with; a release built with it gets links that lead nowhere.
 PLACEHOLDER = "your-github-org/dl-hwsw-kit"
@@ -109,7 +110,7 @@ def export(dest: Path, where: Publish, release: Path = RELEASE) -> list[Path]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or not argv[0]:
-        print("usage: python -m autograder.publish DEST  (a checkout of the student repository)", file=sys.stderr)
+        print("usage: python -m autograder.authoring.publish DEST  (a checkout of the student repository)", file=sys.stderr)
         return 2
     where = load()
     try:

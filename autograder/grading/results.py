@@ -19,18 +19,20 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import nbformat
-from dlkit.devices import KNOWN_KINDS, explicit_devices
-from dlkit.integrity import MARKER as INTEGRITY_MARKER, REQUEST
-from dlkit.ondevice import MARKER
-from dlkit.seeding import SEED_MARKER
 from nbgrader.api import Gradebook, MissingEntry
 
-from .autograde import Workspace
-from .preprocessors import KERNEL_DIED, NOT_RUN, NOTEBOOK_TIMEOUT
+from autograder.grading.autograde import Workspace
+from autograder.grading.preprocessors import KERNEL_DIED, NOT_RUN, NOTEBOOK_TIMEOUT
+from dlkit.devices import KNOWN_KINDS
+from dlkit.integrity import MARKER as INTEGRITY_MARKER
+from dlkit.integrity import REQUEST
+from dlkit.ondevice import MARKER
+from dlkit.seeding import SEED_MARKER
 
 STATUSES = ("passed", "failed", "error", "timeout", "skipped", "tampered")
 #: The exception dlkit.integrity raises in a test cell that ran while the submission had tampered with what tests use.
@@ -126,16 +128,16 @@ def parse_markers(text: str, allowed: set[str] | None = None) -> dict[str, dict]
     return markers
 
 
-def _device_markers(nb: nbformat.NotebookNode) -> dict[str, dict[str, dict]]:
-    """The device markers each graded cell printed to stdout, by grade_id (only the cell's own outputs)."""
-    allowed = explicit_devices()
+def _device_markers(nb: nbformat.NotebookNode, allowed: set[str]) -> dict[str, dict[str, dict]]:
+    """The device markers each graded cell printed to stdout, by grade_id (only the cell's own outputs),
+    for the kinds the run grades on (`allowed`)."""
     found = {}
     for cell in nb.cells:
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         text = "".join(o.get("text", "") for o in cell.get("outputs", [])
                        if o.get("output_type") == "stream" and o.get("name") == "stdout")
         if grade_id and MARKER in text:
-            found[grade_id] = parse_markers(text, None if allowed is None else set(allowed))
+            found[grade_id] = parse_markers(text, allowed)
     return found
 
 
@@ -232,8 +234,8 @@ def without_stack_frames(message: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
 
 
-def collect(workspace: Workspace, source: Path, success: bool, log: str) -> list[CellResult]:
-    """Rows for every test cell of the submission graded in `workspace`."""
+def collect(workspace: Workspace, source: Path, success: bool, log: str, devices: Iterable[str]) -> list[CellResult]:
+    """Rows for every test cell of the submission graded in `workspace` on the kinds `devices`."""
     cells = autograded_cells(source)
     student, assignment = workspace.student, workspace.assignment
     if not success:
@@ -243,7 +245,7 @@ def collect(workspace: Workspace, source: Path, success: bool, log: str) -> list
     graded = nbformat.read(workspace.autograded_notebook, as_version=4)  # read once: executed notebooks are large
     errors = _error_outputs(graded)
     unchecked = _unchecked_cells(graded)
-    markers = _device_markers(graded)
+    markers = _device_markers(graded, set(devices))
     seeds = _seeds(graded)
     rows = []
     with Gradebook(f"sqlite:///{workspace.gradebook}") as gb:

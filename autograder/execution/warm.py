@@ -26,13 +26,12 @@ from functools import lru_cache
 from pathlib import Path
 
 import nbformat
+
+from autograder.course import first_use_modules, notebook_imports
+from autograder.isolation.limits import become_subreaper
+from autograder.paths import SANDBOX_SCRIPT, ZYGOTE_SCRIPT
 from dlkit.devices import requested_devices, xla_backend
 from dlkit.integrity import CORE
-
-from .course import first_use_modules, notebook_imports
-from .limits import become_subreaper
-
-ZYGOTE = Path(__file__).resolve().with_name("zygote.py")
 
 #: Imported in every zygote: what any kernel loads to start, the kit's helper package, and what the
 #: grader's own first cell imports (dlkit.integrity snapshots numpy's, torch's and dlkit's checks).
@@ -124,7 +123,7 @@ class Zygote:
     def __init__(self, modules: tuple[str, ...], start_timeout: float = 300):
         become_subreaper()
         self.modules = modules
-        self.process = subprocess.Popen([sys.executable, str(ZYGOTE), *modules], stdin=subprocess.PIPE,
+        self.process = subprocess.Popen([sys.executable, str(ZYGOTE_SCRIPT), str(SANDBOX_SCRIPT), *modules], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, text=True, cwd="/", env={**os.environ, **ZYGOTE_ENV})
         self._ready_by = time.monotonic() + start_timeout
         self.loaded: list[str] | None = None

@@ -1,4 +1,4 @@
-"""Check the kit on a machine with a CUDA GPU: python -m autograder.gpu_check [OUT]   (`make gpu-check`)
+"""Check the kit on a machine with a CUDA GPU: python -m autograder.verify.gpu_check [OUT]   (`make gpu-check`)
 
 CI has no GPU, so what only a GPU shows is checked here, by whoever has one:
 1. every torch notebook's instructor source runs top to bottom with DLKIT_DEVICES=cpu,cuda;
@@ -29,8 +29,9 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from .course import REPO, assignments
-from .samples import SUBMISSIONS, expected_failures_on
+from autograder.authoring.samples import SUBMISSIONS, expected_failures_on
+from autograder.course import assignments
+from autograder.paths import REPO
 
 #: Notebook 01 on a GPU the kit knows: its bf16 matmul must reach this share of the spec peak.
 BF16_SHARE = 0.70

@@ -14,7 +14,7 @@ The build is incremental: build/release-manifest.json records, per assignment, a
 its source notebook, of the code that makes a release and of the publish settings; an assignment
 whose fingerprint is unchanged is not released again (`--force` releases all the same).
 
-Usage: python -m autograder.release [--force] [assignment ...]
+Usage: python -m autograder.authoring.release [--force] [assignment ...]
 """
 
 from __future__ import annotations
@@ -31,14 +31,15 @@ from nbgrader.converters import GenerateAssignment
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.utils import capture_log
 
-from . import publish, ta_notebook
-from .course import BUILD, nbgrader_config, select
-
+from autograder.authoring import publish, ta_notebook
+from autograder.course import nbgrader_config, nbgrader_tools_on_path, select
+from autograder.paths import AUTOGRADER, BUILD
 
 MANIFEST = "release-manifest.json"
 #: The modules whose code shapes a release (its preprocessors, setup cell, TA notebook, configuration).
-RELEASE_CODE = ("release.py", "nbgrader_config.py", "colab_setup.py", "preprocessors.py", "publish.py",
-                "ta_notebook.py", "course.py")
+RELEASE_CODE = tuple(AUTOGRADER / name for name in (
+    "authoring/release.py", "nbgrader_config.py", "authoring/colab_setup.py", "grading/preprocessors.py",
+    "authoring/publish.py", "authoring/ta_notebook.py", "authoring/colab_grade.ipynb", "course.py"))
 
 
 class ReleaseError(RuntimeError):
@@ -48,9 +49,8 @@ class ReleaseError(RuntimeError):
 def fingerprint(source: Path) -> str:
     """What one assignment's release is made from: its source, the release code, nbgrader, the publish settings."""
     digest = hashlib.sha256(source.read_bytes())
-    here = Path(__file__).resolve().parent
-    for name in RELEASE_CODE:
-        digest.update((here / name).read_bytes())
+    for path in RELEASE_CODE:
+        digest.update(path.read_bytes())
     digest.update(f"{nbgrader.__version__} {publish.load()!r}".encode())
     return digest.hexdigest()
 
@@ -106,17 +106,23 @@ def build_release(names: list[str] | None = None, root: Path = BUILD, force: boo
         (root / "gradebook.db").unlink(missing_ok=True)
     manifest = _read_manifest(root)
     released = {name: root / "release" / name / f"{name}.ipynb" for name in sources}
-    for name in stale(sources, root, force):
-        manifest.pop(name, None)
-        (root / MANIFEST).write_text(json.dumps(manifest, indent=1))  # a failure below leaves it stale, not current
-        _forget(name, root)
-        stage_source(name, sources[name], root)
-        shutil.rmtree(root / "release" / name, ignore_errors=True)
-        generate(name, root)
-        manifest[name] = fingerprint(sources[name])
-        (root / MANIFEST).write_text(json.dumps(manifest, indent=1))
+    with nbgrader_tools_on_path():
+        for name in stale(sources, root, force):
+            _release_one(name, sources[name], root, manifest)
     ta_notebook.write_release_copy(publish.load(), root / "release")
     return released
+
+
+def _release_one(name: str, source: Path, root: Path, manifest: dict[str, str]) -> None:
+    """Release one stale assignment under `root` and record its fingerprint in `manifest` (and on disk)."""
+    manifest.pop(name, None)
+    (root / MANIFEST).write_text(json.dumps(manifest, indent=1))  # a failure below leaves it stale, not current
+    _forget(name, root)
+    stage_source(name, source, root)
+    shutil.rmtree(root / "release" / name, ignore_errors=True)
+    generate(name, root)
+    manifest[name] = fingerprint(source)
+    (root / MANIFEST).write_text(json.dumps(manifest, indent=1))
 
 
 def stale(sources: dict[str, Path], root: Path = BUILD, force: bool = False) -> list[str]:

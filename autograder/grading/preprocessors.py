@@ -10,8 +10,6 @@ import time
 from pathlib import Path
 
 import nbformat
-
-from dlkit import integrity
 from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
@@ -20,7 +18,8 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Float, Integer
 
-from .kernel import SandboxedKernelManager
+from autograder.execution.kernel import SandboxedKernelManager
+from dlkit import integrity
 
 #: Error names the kit writes into cells it had to stop; results.describe_error reads them.
 NOT_RUN = "CellNotRun"

@@ -2,7 +2,7 @@
 
 The reference submission is the student release with every solution cell filled in with the
 instructor's solution, exactly what a perfect student would hand in. Regenerate it after
-changing a solution:  python -m autograder.samples [assignment ...]
+changing a solution:  python -m autograder.authoring.samples [assignment ...]
 
 Buggy samples are made by copying the reference folder and editing one solution in Jupyter;
 autograder/expected/<assignment>.toml lists the test cells each sample must fail.
@@ -11,15 +11,14 @@ autograder/expected/<assignment>.toml lists the test cells each sample must fail
 from __future__ import annotations
 
 import sys
-import tomllib
 from pathlib import Path
 
 import nbformat
+import tomllib
 
-from .course import RELEASE, assignments
+from autograder.course import assignments
+from autograder.paths import EXPECTED, RELEASE, SUBMISSIONS
 
-SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
-EXPECTED = Path(__file__).resolve().parent / "expected"
 _MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 
 

@@ -7,9 +7,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder.grading.results import CellResult, cell_scores
 from dlkit.devices import KNOWN_KINDS
-
-from .results import CellResult, cell_scores
 
 GRADE_COLUMNS = ["student_id", "assignment", "score", "max_score", "devices", "skipped_devices"]
 

@@ -1,6 +1,6 @@
 """A process that imports the heavy libraries once and forks a fresh kernel for every submission.
 
-Started by autograder.warm as `python zygote.py MODULE ...`. It imports the modules (torch,
+Started by autograder.execution.warm as `python zygote.py SANDBOX_SCRIPT MODULE ...`. It imports the modules (torch,
 tensorflow, ipykernel, ...), prints {"ready": [...]} and then reads one JSON request per line on
 stdin. For each it forks twice: the grandchild becomes the student's kernel, and the middle
 process exits at once, so the kernel is adopted by the grading worker (a child subreaper) and
@@ -14,7 +14,7 @@ submission does (globals, patched libraries, files) reaches the next one. The zy
 runs student code. The forked kernel drops the zygote's pipes, enters the sandbox exactly as
 sandbox.py's command-line entry does (when the request names a spec), and starts ipykernel.
 
-This file runs as a script, so it imports only the standard library and sandbox.py beside it.
+This file runs as a script, so it imports only the standard library and the sandbox script it is given.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import tempfile
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+SANDBOX_SCRIPT = ""  # set from the command line: the zygote is a script and cannot import autograder.paths
 
 
 def preload(modules: list[str]) -> list[str]:
@@ -43,8 +44,9 @@ def preload(modules: list[str]) -> list[str]:
 
 
 def _load_sandbox():
-    """sandbox.py beside this file, loaded without putting the grader's folder on the kernel's sys.path."""
-    spec = importlib.util.spec_from_file_location("_kit_sandbox", os.path.join(HERE, "sandbox.py"))
+    """The sandbox script (autograder/isolation/sandbox.py), loaded by path without putting the grader's
+    folders on the kernel's sys.path."""
+    spec = importlib.util.spec_from_file_location("_kit_sandbox", SANDBOX_SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -120,4 +122,5 @@ def serve(modules: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1:])
+    SANDBOX_SCRIPT = sys.argv[1]
+    serve(sys.argv[2:])

@@ -24,36 +24,13 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
-from .limits import Limits, apply_process_limits
-
-ENGINES = ("local", "dask")
+from autograder.isolation.limits import Limits, apply_process_limits
 
 
-def kernel_environment(workers: int) -> dict[str, str]:
-    """What every grading kernel's environment holds unless the TA set it: the same answer on every machine, fair shares.
-
-    - MPLBACKEND=Agg: no plot windows.
-    - NVIDIA_TF32_OVERRIDE=0: on Ampere and later GPUs TensorFlow computes float32 matmuls and
-      convolutions in TF32 by default (10 mantissa bits), and torch its cuDNN convolutions; off, so
-      float32 answers are checked in float32 and a grade never depends on the GPU generation.
-    - TF_FORCE_GPU_ALLOW_GROWTH=true: TensorFlow otherwise reserves nearly all of a GPU's memory in the
-      first kernel that touches it, and every other worker's kernel fails to allocate; with it, kernels
-      share the GPU by taking what they use (as PyTorch's caching allocator does by default).
-    - Thread pools sized to the kernel's share of the cores: BLAS and OpenMP pools sized for the whole
-      machine in each of `workers` kernels oversubscribe it (one mid-sized matmul measured 20x slower).
-    """
-    threads = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
-    return {"MPLBACKEND": "Agg", "NVIDIA_TF32_OVERRIDE": "0", "TF_FORCE_GPU_ALLOW_GROWTH": "true",
-            "OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
-
-
-# What a Dask worker on another machine must be told: the kernel environment, and the devices to visit.
-FORWARDED_ENV = (*kernel_environment(1), "DLKIT_DEVICES")
-
-
-def init_worker(log_dir: Path, limits: Limits, env: dict[str, str] | None = None) -> None:
-    """Prepare a grading worker: limits every kernel it starts inherits, its own output to a log file."""
-    os.environ.update(env or {})
+def init_worker(log_dir: Path, limits: Limits, kernel_env: dict[str, str]) -> None:
+    """Prepare a grading worker: the environment and limits every kernel it starts inherits, its own
+    output to a log file. Runs in the worker process, never in the one that drives the run."""
+    os.environ.update(kernel_env)
     log_dir.mkdir(parents=True, exist_ok=True)
     log = open(log_dir / f"worker-{os.uname().nodename}-{os.getpid()}.log", "ab", buffering=0)
     for stream in (sys.stdout, sys.stderr):
@@ -78,7 +55,7 @@ def _ready() -> None:
 
 
 @contextmanager
-def local_engine(workers: int, log_dir: Path, limits: Limits) -> Iterator[Engine]:
+def local_engine(workers: int, log_dir: Path, limits: Limits, kernel_env: dict[str, str]) -> Iterator[Engine]:
     """`workers` processes on this machine, forked from this one on Linux (spawned elsewhere).
 
     A forked worker starts in milliseconds with the grader's modules already imported; a spawned
@@ -89,7 +66,7 @@ def local_engine(workers: int, log_dir: Path, limits: Limits) -> Iterator[Engine
     """
     method = "fork" if sys.platform.startswith("linux") else "spawn"
     pool = ProcessPoolExecutor(max_workers=max(1, workers), mp_context=get_context(method),
-                               initializer=init_worker, initargs=(log_dir, limits))
+                               initializer=init_worker, initargs=(log_dir, limits, kernel_env))
     try:
         pool.submit(_ready).result()  # forks every worker now (a fork pool starts them all at once)
         yield Engine(pool.submit, as_completed, lambda: pool.shutdown(wait=False, cancel_futures=True))
@@ -98,7 +75,8 @@ def local_engine(workers: int, log_dir: Path, limits: Limits) -> Iterator[Engine
 
 
 @contextmanager
-def dask_engine(workers: int, log_dir: Path, limits: Limits, scheduler: str | None = None) -> Iterator[Engine]:
+def dask_engine(workers: int, log_dir: Path, limits: Limits, kernel_env: dict[str, str],
+                scheduler: str | None = None) -> Iterator[Engine]:
     """A Dask client: on a local cluster of `workers` single-threaded processes, or on the cluster at `scheduler`."""
     from distributed import Client, LocalCluster, WorkerPlugin
     from distributed import as_completed as dask_as_completed
@@ -107,9 +85,8 @@ def dask_engine(workers: int, log_dir: Path, limits: Limits, scheduler: str | No
         name = "dl-hwsw-grading"
 
         def setup(self, worker) -> None:
-            init_worker(log_dir, limits, env)
+            init_worker(log_dir, limits, kernel_env)  # on another machine too: the driver's settings travel
 
-    env = {k: v for k, v in os.environ.items() if k in FORWARDED_ENV}
     cluster = None
     if scheduler is None:
         cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,

@@ -1,4 +1,4 @@
-"""Do the hidden tests tell right from wrong? python -m autograder.accuracy [OUT] [--assignments a,b]   (`make accuracy`)
+"""Do the hidden tests tell right from wrong? python -m autograder.verify.accuracy [OUT] [--assignments a,b]   (`make accuracy`)
 
 A held-out corpus, autograder/corpus/<assignment>.toml, holds answers written from the student's
 view (the release notebook) alone: `[[correct]]` ones that differ from the reference (other
@@ -33,16 +33,16 @@ import csv
 import shutil
 import subprocess
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+import tomllib
 
-from .course import REPO, assignments
-from .samples import fill_release, solution_sources
+from autograder.authoring.samples import fill_release, solution_sources
+from autograder.course import assignments
+from autograder.paths import CORPUS, REPO
 
-CORPUS = Path(__file__).resolve().parent / "corpus"
 KINDS = ("correct", "wrong")
 
 

@@ -1,4 +1,4 @@
-"""Rehearse a release notebook as Colab runs it: python -m autograder.colab_rehearsal [--notebook NAME]
+"""Rehearse a release notebook as Colab runs it: python -m autograder.verify.colab_rehearsal [--notebook NAME]
 [--python PYTHON] [--out DIR]   (`make colab-rehearsal`; needs network for pip and a few minutes; not in `make test`).
 
 Colab cannot be reached from CI, yet what students meet there is a runtime with torch, NumPy,
@@ -46,9 +46,10 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-from . import publish, release, samples
-from .colab_setup import DISTRIBUTION, RUNTIME_OWNED, SETUP_GRADE_ID, course_pins
-from .course import BUILD, notebook_imports
+from autograder.authoring import publish, release, samples
+from autograder.authoring.colab_setup import DISTRIBUTION, RUNTIME_OWNED, SETUP_GRADE_ID, course_pins
+from autograder.course import notebook_imports
+from autograder.paths import BUILD
 
 REHEARSAL = BUILD / "colab-rehearsal"
 KERNEL_NAME = "colab-rehearsal"
@@ -289,7 +290,7 @@ def rehearse(name: str, folder: Path = REHEARSAL, base_python: str = sys.executa
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.colab_rehearsal", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m autograder.verify.colab_rehearsal", description=__doc__.split("\n\n")[0])
     parser.add_argument("--notebook", default="07_deployment", help="release notebook to rehearse (default 07_deployment)")
     parser.add_argument("--python", default=sys.executable,
                         help="interpreter the rehearsal venv is made from (Colab's Python is newer than the course's)")

@@ -6,7 +6,7 @@ For each source notebook this writes
 by executing the notebook (solutions included; plots embedded as PNG) and exporting it with
 nbconvert's SlidesExporter. Where the deck is cut is each cell's `metadata.slideshow.slide_type`.
 That metadata is set by rules (`slide_type` below), never by hand, so that an edited or merged
-notebook gets consistent cuts again with `python -m autograder.slides --mark`; the slides test
+notebook gets consistent cuts again with `python -m autograder.authoring.slides --mark`; the slides test
 fails when a notebook's cuts differ from what the rules say.
 
   build/slides/reveal.js/, mathjax/  what the decks load: they show with no network (a lecture hall's
@@ -14,10 +14,10 @@ fails when a notebook's cuts differ from what the rules say.
 reveal.js (its script, styles and fonts) comes from the sphinx-revealjs package and MathJax 2 (what
 nbconvert's templates configure) from jupyter-server-mathjax, both PyPI packages in the course
 environment, so nothing is downloaded from anywhere else. The template
-(autograder/templates/reveal_offline) is nbconvert's reveal template less its CDN parts: reveal.js
+(autograder/authoring/templates/reveal_offline) is nbconvert's reveal template less its CDN parts: reveal.js
 loads as plain scripts instead of through RequireJS, without jQuery or Mermaid.
 
-Usage: python -m autograder.slides [--mark] [assignment ...]
+Usage: python -m autograder.authoring.slides [--mark] [assignment ...]
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ import sphinx_revealjs
 from nbconvert.exporters import SlidesExporter
 from nbconvert.preprocessors import ExecutePreprocessor
 
-from .course import BUILD, assignments, select
+from autograder.course import assignments, select
+from autograder.paths import BUILD, TEMPLATES
 
 SLIDES = BUILD / "slides"
 # The kernel draws into the notebook (PNG outputs the deck embeds), whatever the caller's MPLBACKEND
@@ -46,7 +47,6 @@ INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 SUMMARY_HEADING = "## What to remember"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 CELL_TIMEOUT = 600
-TEMPLATES = Path(__file__).resolve().parent / "templates"
 # Where the decks find reveal.js and MathJax: folders next to them (copy_assets), named relative to the deck.
 REVEAL_DIR = "reveal.js"
 MATHJAX_DIR = "mathjax"

@@ -15,9 +15,9 @@ import os
 import statistics
 from pathlib import Path
 
-from .course import BUILD
-from .intake import Submission
-from .report import Timing
+from autograder.grading.intake import Submission
+from autograder.grading.report import Timing
+from autograder.paths import BUILD
 
 HISTORY = BUILD / "grading-seconds.json"
 

@@ -1,4 +1,4 @@
-"""The TA's Colab grading notebook, as released: autograder/colab_grade.ipynb with the kit's address filled in.
+"""The TA's Colab grading notebook, as released: autograder/authoring/colab_grade.ipynb with the kit's address filled in.
 
 The notebook in autograder/ cannot know where the kit is published (Colab opens it without its
 repository), so it ships with KIT_REPO empty. The release step writes a copy into the release
@@ -16,9 +16,9 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_markdown_cell
 
-from .publish import Publish
+from autograder.authoring.publish import Publish
+from autograder.paths import TA_NOTEBOOK
 
-SOURCE = Path(__file__).resolve().parent / "colab_grade.ipynb"
 NAME = "colab_grade.ipynb"
 
 
@@ -37,7 +37,7 @@ def set_parameter(source: str, name: str, value: str) -> str:
 
 def render(where: Publish) -> nbformat.NotebookNode:
     """colab_grade.ipynb with the kit's repository and branch filled in and an Open-in-Colab link on top."""
-    nb = nbformat.read(SOURCE, as_version=4)
+    nb = nbformat.read(TA_NOTEBOOK, as_version=4)
     cell = parameters_cell(nb)
     cell.source = set_parameter(cell.source, "KIT_REPO", where.kit_git)
     cell.source = set_parameter(cell.source, "KIT_BRANCH", where.branch)

@@ -19,14 +19,15 @@ cannot be imported (never the case there), and it catches everything, so it cann
 from __future__ import annotations
 
 import re
-import tomllib
 
+import tomllib
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_markdown_cell
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from . import publish
-from .course import REPO, first_use_modules, notebook_imports
+from autograder.authoring import publish
+from autograder.course import first_use_modules, notebook_imports
+from autograder.paths import REPO
 
 SETUP_GRADE_ID = "dlkit_setup"
 LINK_CELL_ID = "colab-link"

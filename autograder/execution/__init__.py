@@ -1,0 +1,1 @@
+"""How a grading kernel starts: jupyter_client's manager launching into the sandbox, cold or forked from a warm zygote."""

@@ -1,0 +1,234 @@
+"""The grading pipeline for a whole class, in its order: vetted submissions in, OUT's files out.
+
+grade_class: resume what was graded before (resume.py) -> schedule the rest longest first
+(schedule.py) -> grade them on an engine's workers (engines.py), each submission by
+grade_submission: workspace and nbgrader autograde (autograde.py) -> rows (results.py) -> the
+class gradebook as results arrive (gradebook.py) -> per-student feedback (feedback.py) -> CSVs,
+timings and the class report (report.py, class_report.py). The command line around it is
+autograder/grade.py; every setting arrives as one GradingOptions (autograder/options.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from tqdm.auto import tqdm
+
+from autograder.course import assignments
+from autograder.execution import warm
+from autograder.grading import resume, schedule
+from autograder.grading.autograde import Workspace, infrastructure_failure, prepare_workspace, run_autograde
+from autograder.grading.engines import dask_engine, local_engine
+from autograder.grading.feedback import write_feedback
+from autograder.grading.gradebook import class_db_url, class_gradebook, lay_out_course
+from autograder.grading.intake import Submission
+from autograder.grading.report import Timing, write_csvs, write_timings
+from autograder.grading.results import CellResult, autograded_cells, collect, execution_seconds
+from autograder.isolation.limits import kill_descendants
+from autograder.options import GradingOptions
+from autograder.paths import BUILD, RELEASE
+from dlkit.devices import resolve_devices
+
+
+class InfrastructureError(RuntimeError):
+    """The grading machine failed on a submission twice (its kernel could not start): the run stops."""
+
+
+def grade_submission(submission: Submission, options: GradingOptions, preload: tuple[str, ...] = (),
+                     warm_kernels: bool | None = None) -> tuple[list[CellResult], Timing]:
+    """Autograde one vetted submission (runs in a worker process); return its rows and where the time went.
+
+    With warm kernels (`warm_kernels`, by default the options'), the kernel is forked from this worker's
+    zygote (autograder/execution/warm.py), which imported `preload` (the libraries of the run's assignments) once
+    for all the worker's submissions.
+    A kernel that cannot start, or fails before any student code ran, is the machine's fault:
+    the submission is graded once more with a cold kernel, and if that fails too,
+    InfrastructureError stops the run rather than give the student a zero.
+    """
+    started = time.perf_counter()
+    out = options.out
+    if options.warm_kernels if warm_kernels is None else warm_kernels:  # started, not waited for: a zygote that fails to start means a cold kernel (warm.py)
+        warm.activate(preload or warm.preload_modules(assignments()[submission.assignment]))
+    workspace, success, log = _autograde_once(submission, options)
+    if (reason := infrastructure_failure(log)) is not None:
+        print(f"WARNING: {submission.student}/{submission.assignment}: {reason}; retrying once with a cold kernel",
+              file=sys.stderr)
+        shutil.rmtree(workspace.root, ignore_errors=True)
+        with warm.suspended():
+            workspace, success, log = _autograde_once(submission, options)
+        if (reason := infrastructure_failure(log)) is not None:
+            shutil.rmtree(workspace.root, ignore_errors=True)
+            raise InfrastructureError(f"{submission.student}/{submission.assignment}: {reason} "
+                                      "(and again with a cold kernel)")
+    source = workspace.root / "source" / submission.assignment / f"{submission.assignment}.ipynb"
+    rows = collect(workspace, source, success, log, options.devices)
+    executing = 0.0
+    if workspace.autograded_notebook.exists():
+        executing = execution_seconds(workspace.autograded_notebook)
+        keep = out / "autograded" / submission.student / submission.assignment
+        keep.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(workspace.autograded_notebook, keep)
+    if not success:
+        (out / "logs").mkdir(exist_ok=True)
+        (out / "logs" / f"{submission.student}--{submission.assignment}.log").write_text(log, encoding="utf-8")
+    shutil.rmtree(workspace.root, ignore_errors=True)
+    return rows, Timing(submission.student, submission.assignment, time.perf_counter() - started, executing)
+
+
+def _autograde_once(submission: Submission, options: GradingOptions) -> tuple[Workspace, bool, str]:
+    """One nbgrader autograde of `submission` in a fresh workspace: (workspace, success, log)."""
+    workspace = prepare_workspace(submission, BUILD, options.out / ".work")
+    class_folder = submission.notebook.resolve().parents[2]  # <class>/<student>/<assignment>/<file>
+    success, log = run_autograde(workspace, options.limits, hide=[options.out, class_folder])
+    return workspace, success, log
+
+
+def grading_devices(spec: str) -> list[str]:
+    """The device kinds every test cell visits: `spec` resolved, and for "auto" on a machine with no
+    accelerator, the simulated one (dlkit.fakegpu) as well.
+
+    A hidden `.cpu()`, a tensor created without `device=` or `.numpy()` on a device tensor must cost
+    a student the same points on a laptop as on a GPU server; without an accelerator only the
+    simulation can show them. Named kinds ("cpu", "cpu,cuda") are taken as they are.
+    """
+    kinds = resolve_devices(spec)
+    if spec.strip().lower() in ("", "auto") and kinds == ["cpu"]:
+        kinds.append("fakegpu")
+    return kinds
+
+
+def problem_rows(submission: Submission) -> list[CellResult]:
+    """Error rows for a submission that could not be graded: one per test cell, or one if the assignment is unknown."""
+    source = assignments().get(submission.assignment)
+    cells = autograded_cells(source) if source else [("", 0.0)]
+    return [CellResult(submission.student, submission.assignment, gid, 0.0, pts, "error", submission.problem or "")
+            for gid, pts in cells]
+
+
+def worth_a_zygote(submissions: int, workers: int) -> bool:
+    """Whether warm kernels pay off: only when some worker grades more than one submission.
+
+    A zygote imports every library the run's notebooks use before its first kernel (~5 s for
+    torch alone on a 2-core machine) and saves most of a cold kernel's start on every later one;
+    for a single submission per worker a cold kernel, which imports only what the notebook
+    reaches, is measured faster.
+    """
+    return submissions > workers
+
+
+def blank_submissions() -> list[Submission]:
+    """The untouched release notebook of every assignment, as student "blank": it must score 0."""
+    return [Submission("blank", name, RELEASE / name / f"{name}.ipynb") for name in assignments()]
+
+
+def import_in_background(module: str) -> None:
+    """Start importing `module` on a thread: the driver is idle while workers grade, and a later
+    `import` of it waits for this one instead of starting over. Called once the workers are forked."""
+    threading.Thread(target=importlib.import_module, args=(module,), name=f"import {module}", daemon=True).start()
+
+
+def grade_in_parallel(todo: list[Submission], options: GradingOptions, on_graded: Callable[[list[CellResult]], None]
+                      ) -> tuple[list[CellResult], list[Timing]]:
+    """Grade `todo` on the engine's workers with a progress bar; each result, as it comes, is saved for
+    resume.py and handed to `on_graded` (the class gradebook), while the workers go on.
+
+    On Ctrl-C, or when the grading machine fails (InfrastructureError), every worker and kernel is stopped.
+    """
+    rows: list[CellResult] = []
+    timings: list[Timing] = []
+    out = options.out
+    workers = max(1, min(options.workers, len(todo)))  # an idle worker would only take cores from a kernel's thread pools
+    warm_kernels = options.warm_kernels and worth_a_zygote(len(todo), workers)
+    kernel_env = options.kernel_environment(workers)
+    if options.engine == "dask":
+        engine = dask_engine(workers, out / "logs", options.limits, kernel_env, options.scheduler)
+    else:
+        engine = local_engine(workers, out / "logs", options.limits, kernel_env)
+    with engine as pool:
+        import_in_background("autograder.grading.class_report")  # matplotlib (~1 s) while the workers grade
+        try:
+            with tqdm(total=len(todo), unit="submission", desc="grading", file=sys.stderr) as progress:
+                # One zygote per worker serves every assignment of the run: it preloads what they import, no more.
+                preload = warm.preload_modules(*(assignments()[a] for a in sorted({s.assignment for s in todo})))
+                futures = {pool.submit(grade_submission, s, options, preload, warm_kernels): s for s in todo}
+                for future in pool.as_completed(futures):
+                    s = futures[future]
+                    try:
+                        graded, timing = future.result()
+                    except InfrastructureError:
+                        raise
+                    except Exception as err:  # the grader itself broke (a worker died): not the student's doing
+                        raise InfrastructureError(f"{s.student}/{s.assignment}: grading crashed: "
+                                                  f"{type(err).__name__}: {err}") from err
+                    timings.append(timing)
+                    resume.save(s, options, graded)
+                    on_graded(graded)
+                    rows.extend(graded)
+                    progress.set_postfix_str(f"{s.student}/{s.assignment}")
+                    progress.update()
+        except KeyboardInterrupt:
+            pool.abort()
+            kill_descendants()
+            print(f"\ninterrupted: results so far are kept in {out}/.done; run the same command to finish",
+                  file=sys.stderr)
+            raise
+        except InfrastructureError:
+            pool.abort()
+            kill_descendants()
+            raise
+    return rows, timings
+
+
+def grade_class(submissions: list[Submission], options: GradingOptions) -> list[CellResult]:
+    """Grade every submission not graded before, `options.workers` at a time, with a progress bar; write
+    CSVs, feedback and the class gradebook (`options.db_url`, by default OUT/gradebook.db).
+
+    Results of earlier runs are reused while the submission, source and limits are unchanged
+    (see resume.py). On Ctrl-C the workers and every kernel are stopped, and the same command resumes.
+    Submissions are handed out longest first (schedule.py); a worker's zygote (warm.py) serves
+    every assignment. Engine "dask" grades on a Dask cluster (engines.py): a local one, or the
+    one at `options.scheduler`.
+    """
+    rows: list[CellResult] = []
+    graded: list[CellResult] = []
+    timings: list[Timing] = []
+    todo = []
+    for s in submissions:
+        if s.problem is not None:
+            rows.extend(problem_rows(s))
+        elif (stored := resume.load(s, options)) is not None:
+            rows.extend(stored)
+        else:
+            todo.append(s)
+    todo = schedule.longest_first(todo)
+    if len(todo) < len(submissions):
+        print(f"{len(submissions) - len(todo)} submissions already graded or ungradable; grading {len(todo)}",
+              file=sys.stderr)
+    out = options.out
+    with class_gradebook(options.db_url or class_db_url(out)) as record_scores:
+        if todo:
+            graded, timings = grade_in_parallel(todo, options, on_graded=record_scores)
+            schedule.remember(timings)
+        record_scores(rows)  # the submissions not graded in this run: resumed, or ungradable
+        rows.extend(graded)
+    shutil.rmtree(out / ".work", ignore_errors=True)
+    by_submission: dict[tuple[str, str], list[CellResult]] = {}
+    for r in rows:  # one pass: a class of 1,000 has hundreds of thousands of rows
+        by_submission.setdefault((r.student_id, r.assignment), []).append(r)
+    for (student, assignment), submission_rows in sorted(by_submission.items()):
+        write_feedback(out, student, assignment, submission_rows)
+    write_csvs(out, rows)
+    if timings:
+        write_timings(out, timings)
+    from autograder.grading.class_report import (
+        build_report,  # matplotlib: imported while grading (above), not at every start
+    )
+
+    build_report(out)
+    lay_out_course(out, submissions)
+    return rows

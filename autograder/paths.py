@@ -1,0 +1,24 @@
+"""Where the kit's files live: the one module that derives paths from its own location.
+
+Everything else imports these names, so moving a module never silently changes what it finds (the
+sandbox's list of folders a kernel may not see is built from them).
+"""
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = REPO / "notebooks"                     # instructor sources: solutions and hidden tests
+SRC = REPO / "src"                                 # the helper package, dlkit
+DATA = REPO / "data"                               # dlkit's datasets
+BUILD = REPO / "build"                             # everything the commands write
+RELEASE = BUILD / "release"                        # the student release, one folder per assignment
+
+AUTOGRADER = REPO / "autograder"
+CONFIG_FILE = AUTOGRADER / "nbgrader_config.py"
+SUBMISSIONS = AUTOGRADER / "submissions"           # sample submissions: <student>/<assignment>/<assignment>.ipynb
+EXPECTED = AUTOGRADER / "expected"                 # which tests each sample must fail
+CORPUS = AUTOGRADER / "corpus"                     # held-out answers for `make accuracy`
+TEMPLATES = AUTOGRADER / "authoring" / "templates"
+TA_NOTEBOOK = AUTOGRADER / "authoring" / "colab_grade.ipynb"
+SANDBOX_SCRIPT = AUTOGRADER / "isolation" / "sandbox.py"
+ZYGOTE_SCRIPT = AUTOGRADER / "execution" / "zygote.py"

@@ -75,7 +75,7 @@ def stock(submissions: list[Submission], root: Path) -> None:
 
 
 def kit(class_dir: Path, out: Path, workers: int) -> None:
-    """`make grade` with its default flags, as the README tells a TA to run it."""
+    """`make grade` with its default flags, as docs/tas.md tells a TA to run it."""
     proc = subprocess.run(["make", "-s", "grade", f"SUBMISSIONS={class_dir}", f"OUT={out}", f"WORKERS={workers}",
                            f"PY={sys.executable}"], cwd=REPO, capture_output=True, text=True)
     if proc.returncode != 0:

@@ -1,4 +1,4 @@
-"""The instructor sources follow the kit's conventions (see the README's instructor section)."""
+"""The instructor sources follow the kit's conventions (see docs/instructors.md)."""
 
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ def load(pyproject: Path = REPO / "pyproject.toml") -> Publish:
 
 
 #: What the student repository gets besides the release: enough for `pip install` of dlkit.
-PACKAGE_FILES = ("pyproject.toml", "README.md", "src", "data")
+PACKAGE_FILES = ("pyproject.toml", "README.md", "docs", "src", "data")
 
 
 def export(dest: Path, where: Publish, release: Path = RELEASE) -> list[Path]:

@@ -20,7 +20,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -30,7 +30,7 @@ import nbformat
 from autograder.course import first_use_modules, notebook_imports
 from autograder.isolation.limits import become_subreaper
 from autograder.paths import SANDBOX_SCRIPT, ZYGOTE_SCRIPT
-from dlkit.devices import requested_devices, xla_backend
+from dlkit.devices import xla_backend
 from dlkit.integrity import CORE
 
 #: Imported in every zygote: what any kernel loads to start, the kit's helper package, and what the
@@ -51,7 +51,7 @@ class ZygoteError(RuntimeError):
 
 
 @lru_cache(maxsize=None)
-def preload_modules(*notebooks: Path) -> tuple[str, ...]:
+def preload_modules(*notebooks: Path, devices: Iterable[str] = ("cpu",)) -> tuple[str, ...]:
     """The modules the notebooks import at top level (`import a.b`, `from a.b import c`), plus ALWAYS.
 
     Given every source notebook of a class, one zygote per worker serves all its assignments, so a
@@ -63,14 +63,14 @@ def preload_modules(*notebooks: Path) -> tuple[str, ...]:
     sources = [nbformat.read(notebook, as_version=4) for notebook in notebooks]
     found = [name for nb in sources for name in notebook_imports(nb)]
     later = [name for nb in sources for name in first_use_modules(nb)]
-    return tuple(dict.fromkeys([*ALWAYS, *xla_first(), *found, *later]))
+    return tuple(dict.fromkeys([*ALWAYS, *xla_first(devices), *found, *later]))
 
 
-def xla_first() -> tuple[str, ...]:
-    """torch_xla, where the grader visits "xla": imported before the notebooks' modules, since a kernel
+def xla_first(devices: Iterable[str]) -> tuple[str, ...]:
+    """torch_xla, where the grader visits "xla" (among `devices`): imported before the notebooks' modules, since a kernel
     that has TensorFlow can no longer load it (dlkit.devices.xla_blocked). Forking after the import is
     safe: the PJRT client starts at a kernel's first xla tensor, never in the zygote."""
-    return ("torch_xla.core.xla_model",) if "xla" in requested_devices() and xla_backend() else ()
+    return ("torch_xla.core.xla_model",) if "xla" in devices and xla_backend() else ()
 
 
 class ForkedKernel:

@@ -53,7 +53,7 @@ def grade_submission(submission: Submission, options: GradingOptions, preload: t
     started = time.perf_counter()
     out = options.out
     if options.warm_kernels if warm_kernels is None else warm_kernels:  # started, not waited for: a zygote that fails to start means a cold kernel (warm.py)
-        warm.activate(preload or warm.preload_modules(assignments()[submission.assignment]))
+        warm.activate(preload or warm.preload_modules(assignments()[submission.assignment], devices=options.devices))
     workspace, success, log = _autograde_once(submission, options)
     if (reason := infrastructure_failure(log)) is not None:
         print(f"WARNING: {submission.student}/{submission.assignment}: {reason}; retrying once with a cold kernel",
@@ -154,7 +154,8 @@ def grade_in_parallel(todo: list[Submission], options: GradingOptions, on_graded
         try:
             with tqdm(total=len(todo), unit="submission", desc="grading", file=sys.stderr) as progress:
                 # One zygote per worker serves every assignment of the run: it preloads what they import, no more.
-                preload = warm.preload_modules(*(assignments()[a] for a in sorted({s.assignment for s in todo})))
+                preload = warm.preload_modules(*(assignments()[a] for a in sorted({s.assignment for s in todo})),
+                                                devices=options.devices)
                 futures = {pool.submit(grade_submission, s, options, preload, warm_kernels): s for s in todo}
                 for future in pool.as_completed(futures):
                     s = futures[future]

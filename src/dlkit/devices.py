@@ -188,6 +188,9 @@ def test_devices() -> list[str]:
     return kinds
 
 
+test_devices.__test__ = False  # a library function named like a test: pytest must not collect it where it is imported
+
+
 def has_float64(kind: str) -> bool:
     """Whether tests should compute in float64 on a device kind: not on MPS (it has none), nor on a TPU
     ("xla": no float64 units; XLA emulates it far slower, where the TPU's compiler accepts it at all),

@@ -67,7 +67,7 @@ $(VENV_XLA)/.installed: requirements-xla.txt pyproject.toml
 test-xla: $(VENV_XLA)/.installed
 	PJRT_DEVICE=CPU $(PY_XLA) -m pytest tests/xla
 
-## Grade the held-out corpus (autograder/corpus/): correct answers must get full marks, wrong ones lose points; prints the agreement table
+## Grade the held-out corpus (autograder/corpus/) and the sample submissions: correct answers get full marks, wrong ones lose points, each sample exactly its listed tests; prints both tables
 accuracy: release
 	$(PY) -m autograder.verify.accuracy build/accuracy
 

@@ -23,7 +23,9 @@ and the verdict is:
 - a correct entry: every test of the notebook passes;
 - a wrong entry: at least one test of its own exercise fails, and no notebook loses points outside
   the exercises of the entries it holds.
-The agreement table is printed and written to OUT/accuracy.md; exit status 1 on any disagreement.
+The same run grades the sample submissions and the blank release (sample_class.py): each sample
+must fail exactly the tests autograder/expected lists for it, the blank release must score 0.
+Both tables are printed and written to OUT/accuracy.md; exit status 1 on any disagreement.
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ import tomllib
 
 from autograder.authoring.samples import fill_release, solution_sources
 from autograder.course import assignments
+from autograder.grading.report import read_results
 from autograder.paths import CORPUS, REPO
+from autograder.verify.sample_class import copy_samples, judge_samples, sample_table
 
 KINDS = ("correct", "wrong")
 
@@ -189,8 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out.resolve()
     shutil.rmtree(out, ignore_errors=True)
     held = build_class(entries, out / "class")
-    graded = sorted({a for _, a in held})
-    command = [sys.executable, "-m", "autograder.grade", str(out / "class"), str(out / "grades"),
+    graded = sorted({a for _, a in held} | set(names or assignments()))
+    samples = copy_samples(out / "class", graded)
+    command = [sys.executable, "-m", "autograder.grade", str(out / "class"), str(out / "grades"), "--with-blank",
                "--assignments", ",".join(graded), "--cell-timeout", "60"]
     if args.workers:
         command += ["--workers", str(args.workers)]
@@ -199,10 +204,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: the grader exited with status {proc.returncode}", file=sys.stderr)
         return proc.returncode
     verdicts = judge(held, failing_tests(out / "grades" / "results.csv"))
-    report = table(verdicts)
+    sample_verdicts = judge_samples(read_results(out / "grades"), samples)
+    report = f"## Held-out corpus\n\n{table(verdicts)}\n## Sample submissions\n\n{sample_table(sample_verdicts)}"
     (out / "accuracy.md").write_text(report, encoding="utf-8")
     print(report)
-    return 0 if all(ok for _, ok, _ in verdicts) else 1
+    return 0 if all(ok for _, ok, _ in verdicts) and all(v.agrees for v in sample_verdicts) else 1
 
 
 if __name__ == "__main__":

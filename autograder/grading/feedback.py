@@ -7,7 +7,8 @@ sees that their code passed on the CPU but failed on the GPU, and which devices 
 ("skipped").
 
 nbgrader's own feedback renders the autograded notebook, hidden test source included
-(nbgrader issue #917). This page is built from result rows only, so it cannot leak tests.
+(nbgrader issue #917). This page is built from result rows only, so it cannot leak tests. It is
+rendered from templates/feedback.html.j2 with autoescape on: names and messages come from student code.
 """
 
 from __future__ import annotations

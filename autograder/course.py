@@ -1,4 +1,5 @@
-"""What the course is: which assignments exist, what their notebooks import, and the nbgrader config for a folder."""
+"""What the course is: which assignments exist, what their notebooks import, the name of a graded cell, and the
+nbgrader config for a folder."""
 
 from __future__ import annotations
 
@@ -36,6 +37,12 @@ def nbgrader_tools_on_path() -> Iterator[None]:
 def assignments() -> dict[str, Path]:
     """Instructor source notebook of each assignment, keyed by the notebook's stem (01_tensors, ...)."""
     return {path.stem: path for path in sorted(NOTEBOOKS.glob("*.ipynb"))}
+
+
+def grade_id_of(cell: nbformat.NotebookNode) -> str | None:
+    """The cell's nbgrader grade_id; None for a cell nbgrader does not track. nbgrader.utils tells a cell's
+    kind (is_grade, is_solution, is_locked) but has no reader for its name."""
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
 
 
 def notebook_imports(nb: nbformat.NotebookNode) -> list[str]:

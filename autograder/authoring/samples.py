@@ -15,8 +15,9 @@ from pathlib import Path
 
 import nbformat
 import tomllib
+from nbgrader.utils import is_solution
 
-from autograder.course import assignments
+from autograder.course import assignments, grade_id_of
 from autograder.paths import EXPECTED, RELEASE, SUBMISSIONS
 
 _MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
@@ -26,10 +27,9 @@ def solution_sources(source: Path) -> dict[str, str]:
     """The instructor's solution cells, markers removed, by grade_id."""
     solutions = {}
     for cell in nbformat.read(source, as_version=4).cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if meta.get("solution") and cell.cell_type == "code":
+        if is_solution(cell) and cell.cell_type == "code":
             lines = [line for line in cell.source.splitlines() if line.strip() not in _MARKERS]
-            solutions[meta["grade_id"]] = "\n".join(lines)
+            solutions[grade_id_of(cell)] = "\n".join(lines)
     return solutions
 
 
@@ -37,9 +37,8 @@ def fill_release(assignment: str, answers: dict[str, str]) -> nbformat.NotebookN
     """The release notebook of `assignment` with the solution cells named in `answers` replaced."""
     nb = nbformat.read(RELEASE / assignment / f"{assignment}.ipynb", as_version=4)
     for cell in nb.cells:
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        if grade_id in answers:
-            cell.source = answers[grade_id]
+        if (name := grade_id_of(cell)) in answers:
+            cell.source = answers[name]
     return nb
 
 

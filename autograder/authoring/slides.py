@@ -36,6 +36,7 @@ import nbformat
 import sphinx_revealjs
 from nbconvert.exporters import SlidesExporter
 from nbconvert.preprocessors import ExecutePreprocessor
+from nbgrader.utils import is_grade, is_locked
 
 from autograder.course import assignments, select
 from autograder.paths import BUILD, TEMPLATES
@@ -56,10 +57,6 @@ REVEAL_SOURCE = Path(sphinx_revealjs.__file__).parent / "_static" / "revealjs"
 MATHJAX_SOURCE = Path(jupyter_server_mathjax.__file__).parent / "static"
 
 
-def _nbgrader(cell: nbformat.NotebookNode) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
 def slide_type(cell: nbformat.NotebookNode, previous: nbformat.NotebookNode | None, after_summary: bool) -> str:
     """Where `cell` goes in the talk, from its kind and the previous cell shown.
 
@@ -68,8 +65,7 @@ def slide_type(cell: nbformat.NotebookNode, previous: nbformat.NotebookNode | No
     stays on the slide of the markdown that introduces it. Test cells (hidden tests included), the
     setup cell and housekeeping code after the summary are not part of the talk.
     """
-    meta = _nbgrader(cell)
-    if meta.get("grade") or (cell.cell_type == "code" and meta and not meta.get("solution")):
+    if is_grade(cell) or (cell.cell_type == "code" and is_locked(cell)):
         return "skip"
     if cell.cell_type == "markdown":
         text = cell.source.lstrip()

@@ -1,4 +1,5 @@
-"""The kernel manager the grader uses: jupyter_client's, launching kernels inside the sandbox."""
+"""The kernel manager the grader uses: jupyter_client's, with a provisioner that launches kernels inside the
+sandbox (from a warm zygote when the worker has one)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,12 @@ import os
 import time
 from pathlib import Path
 from queue import Empty
+from typing import Any
 
 from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.connect import KernelConnectionInfo
 from jupyter_client.manager import AsyncKernelManager
+from jupyter_client.provisioning import LocalProvisioner
 from traitlets import Integer, List, Type, Unicode
 
 from autograder.execution import warm
@@ -49,14 +53,53 @@ class PromptKernelClient(AsyncKernelClient):
     wait_for_ready = _async_wait_for_ready  # AsyncKernelClient binds the name to its parent's function
 
 
-class SandboxedKernelManager(AsyncKernelManager):
-    """Start the kernel through autograder.isolation.sandbox when `sandbox_workdir` is set, forked from a warm zygote if any.
+class SandboxProvisioner(LocalProvisioner):
+    """jupyter_client's local provisioner, launching the kernel through autograder.isolation.sandbox when
+    its manager's `sandbox_workdir` is set, and forking it from a warm zygote when this process has one.
 
-    The kernel then lives in its own network namespace, so it talks to the grader over IPC
-    sockets in its working folder instead of TCP, and runs as an unprivileged user of its own
-    (sandbox.kernel_uid), so the connection file is handed to that user. When this process has an active zygote
-    (autograder.execution.warm), the kernel is forked from it instead of started from scratch; should
-    that fail, it starts cold.
+    The sandboxed kernel runs as an unprivileged user of its own (sandbox.kernel_uid), so the
+    connection file is handed to that user. When this process has an active zygote
+    (autograder.execution.warm), the kernel is forked from it instead of started from scratch;
+    should that fail, it starts cold. A forked kernel is not our child but adopted (the worker is a
+    child subreaper): warm.ForkedKernel stands in for the subprocess.Popen that LocalProvisioner
+    polls, waits for and signals.
+    """
+
+    sandbox_spec: Path | None = None
+
+    async def pre_launch(self, **kwargs: Any) -> dict[str, Any]:
+        km = self.parent
+        # Set on the manager when the kernel starts (the name may change after the provisioner is made).
+        self.kernel_id, self.kernel_spec = km.kernel_id, km.kernel_spec
+        kwargs = await super().pre_launch(**kwargs)  # writes the connection file, formats the command
+        if km.sandbox_workdir:
+            os.chown(km.connection_file, sandbox.kernel_uid(), sandbox.kernel_uid())
+            self.sandbox_spec = sandbox.write_spec(Path(km.sandbox_workdir), [Path(p) for p in km.sandbox_hide],
+                                                   [Path(p) for p in km.sandbox_keep], km.sandbox_processes)
+            kwargs["cmd"] = sandbox.wrap(kwargs["cmd"], self.sandbox_spec)
+        return kwargs
+
+    async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
+        zygote = warm.active()
+        if zygote is not None:
+            spec = str(self.sandbox_spec) if self.sandbox_spec else None
+            try:
+                env = dict(kwargs.get("env") or os.environ, JPY_PARENT_PID=str(os.getpid()))  # as launch_kernel sets it
+                self.process = zygote.fork_kernel(self.parent.connection_file, env, kwargs.get("cwd"), spec)
+            except warm.ZygoteError as err:
+                self.log.warning("starting a cold kernel: %s", err)
+            else:
+                self.pid = self.pgid = self.process.pid  # the kernel called setsid
+                self.cwd = kwargs.get("cwd")
+                return self.connection_info
+        return await super().launch_kernel(cmd, **kwargs)
+
+
+class SandboxedKernelManager(AsyncKernelManager):
+    """jupyter_client's kernel manager with the sandbox's settings and a SandboxProvisioner.
+
+    With `sandbox_workdir` set, the kernel lives in its own network namespace, so it talks to the
+    grader over IPC sockets in its working folder instead of TCP.
     """
 
     sandbox_workdir = Unicode("", help="The sandboxed kernel's own folder; empty: no sandbox.").tag(config=True)
@@ -73,34 +116,6 @@ class SandboxedKernelManager(AsyncKernelManager):
             self.transport = "ipc"
             self.ip = str(workdir / "kernel")
             self.connection_file = str(workdir / "kernel.json")
-
-    def _sandbox_spec(self) -> Path:
-        return sandbox.write_spec(Path(self.sandbox_workdir), [Path(p) for p in self.sandbox_hide],
-                                  [Path(p) for p in self.sandbox_keep], self.sandbox_processes)
-
-    def format_kernel_cmd(self, extra_arguments=None) -> list[str]:
-        cmd = super().format_kernel_cmd(extra_arguments)
-        if not self.sandbox_workdir:
-            return cmd
-        return sandbox.wrap(cmd, self._sandbox_spec())
-
-    def write_connection_file(self, **kwargs) -> None:
-        super().write_connection_file(**kwargs)
-        if self.sandbox_workdir:
-            os.chown(self.connection_file, sandbox.kernel_uid(), sandbox.kernel_uid())
-
-    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
-        zygote = warm.active()
-        if zygote is not None:
-            spec = str(self._sandbox_spec()) if self.sandbox_workdir else None
-            try:
-                env = dict(kw.get("env") or os.environ, JPY_PARENT_PID=str(os.getpid()))  # as launch_kernel sets it
-                process = zygote.fork_kernel(self.connection_file, env, kw.get("cwd"), spec)
-            except warm.ZygoteError as err:
-                self.log.warning("starting a cold kernel: %s", err)
-            else:
-                self.provisioner.process = process
-                self.provisioner.pid = self.provisioner.pgid = process.pid
-                self._reconcile_connection_info(self.provisioner.connection_info)
-                return
-        await super()._async_launch_kernel(kernel_cmd, **kw)
+        # Set here, jupyter_client uses it instead of asking its provisioner factory, which knows only the
+        # provisioners installed as entry points: the grader also runs from a checkout that is not installed.
+        self.provisioner = SandboxProvisioner(parent=self)

@@ -26,6 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import nbformat
+import psutil
 
 from autograder.course import first_use_modules, notebook_imports
 from autograder.isolation.limits import become_subreaper
@@ -86,8 +87,8 @@ class ForkedKernel:
         if self.returncode is None:
             try:
                 pid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:  # not adopted by us after all: judge by /proc
-                if not Path(f"/proc/{self.pid}").exists():
+            except ChildProcessError:  # not adopted by us after all: judge by whether it still exists
+                if not psutil.pid_exists(self.pid):
                     self.returncode = -signal.SIGKILL
             else:
                 if pid:

@@ -3,7 +3,9 @@
 Both engines run the same task (grade.grade_submission) in long-lived worker processes that were
 prepared once (init_worker: resource limits, a log file, child-subreaper), so a worker's warm
 zygote serves many submissions. Results come back to the one process that drives the run, which
-alone writes OUT's CSVs and the class gradebook.
+alone writes OUT's CSVs and the class gradebook. Either engine is a concurrent.futures Executor:
+the driver submits, collects with concurrent.futures.as_completed, and abandons the rest with
+`shutdown(wait=False, cancel_futures=True)`.
 
 Dask (`--engine dask`): without a scheduler address, a local cluster of `workers` processes;
 with one (`--scheduler tcp://host:8786`), the cluster's workers. Every machine must see the kit
@@ -17,10 +19,9 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from collections.abc import Iterator
+from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -41,21 +42,13 @@ def init_worker(log_dir: Path, limits: Limits, kernel_env: dict[str, str]) -> No
         print(f"WARNING: {problem}", file=sys.stderr)
 
 
-@dataclass
-class Engine:
-    """What grade_class needs from an engine: submit a task, collect finished ones, abandon the rest."""
-
-    submit: Callable[..., Future]
-    as_completed: Callable[[Iterable[Future]], Iterator[Future]]
-    abort: Callable[[], None]
-
-
 def _ready() -> None:
     """A task that does nothing: submitted once, it makes the pool start all its workers."""
 
 
 @contextmanager
-def local_engine(workers: int, log_dir: Path, limits: Limits, kernel_env: dict[str, str]) -> Iterator[Engine]:
+def local_engine(workers: int, log_dir: Path, limits: Limits, kernel_env: dict[str, str]
+                 ) -> Iterator[ProcessPoolExecutor]:
     """`workers` processes on this machine, forked from this one on Linux (spawned elsewhere).
 
     A forked worker starts in milliseconds with the grader's modules already imported; a spawned
@@ -69,17 +62,29 @@ def local_engine(workers: int, log_dir: Path, limits: Limits, kernel_env: dict[s
                                initializer=init_worker, initargs=(log_dir, limits, kernel_env))
     try:
         pool.submit(_ready).result()  # forks every worker now (a fork pool starts them all at once)
-        yield Engine(pool.submit, as_completed, lambda: pool.shutdown(wait=False, cancel_futures=True))
+        yield pool
     finally:
         pool.shutdown()
 
 
 @contextmanager
 def dask_engine(workers: int, log_dir: Path, limits: Limits, kernel_env: dict[str, str],
-                scheduler: str | None = None) -> Iterator[Engine]:
-    """A Dask client: on a local cluster of `workers` single-threaded processes, or on the cluster at `scheduler`."""
+                scheduler: str | None = None) -> Iterator[Executor]:
+    """A Dask client's executor: on a local cluster of `workers` single-threaded processes, or on the cluster
+    at `scheduler`."""
     from distributed import Client, LocalCluster, WorkerPlugin
-    from distributed import as_completed as dask_as_completed
+    from distributed.cfexecutor import ClientExecutor
+
+    class DaskExecutor(ClientExecutor):
+        """distributed's concurrent.futures executor (what Client.get_executor returns), owning its client
+        and local cluster: shutdown closes them, which stops tasks already running. ClientExecutor.shutdown
+        takes no `cancel_futures`; its shutdown(wait=False) cancels every task."""
+
+        def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+            super().shutdown(wait=wait and not cancel_futures)
+            client.close()
+            if cluster is not None:
+                cluster.close()
 
     class PrepareWorker(WorkerPlugin):
         name = "dl-hwsw-grading"
@@ -92,19 +97,9 @@ def dask_engine(workers: int, log_dir: Path, limits: Limits, kernel_env: dict[st
         cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
                                memory_limit=0, dashboard_address=None, silence_logs=40)
     client = Client(cluster or scheduler)
+    executor = DaskExecutor(client, pure=False)  # every task grades anew: never a cached result
     try:
         client.register_plugin(PrepareWorker())
-
-        def submit(fn, *args) -> Future:
-            return client.submit(fn, *args, pure=False)
-
-        def abort() -> None:
-            client.close()
-            if cluster is not None:
-                cluster.close()
-
-        yield Engine(submit, dask_as_completed, abort)
+        yield executor
     finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        executor.shutdown()

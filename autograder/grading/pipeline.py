@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import as_completed
 
 from tqdm.auto import tqdm
 
@@ -157,7 +158,7 @@ def grade_in_parallel(todo: list[Submission], options: GradingOptions, on_graded
                 preload = warm.preload_modules(*(assignments()[a] for a in sorted({s.assignment for s in todo})),
                                                 devices=options.devices)
                 futures = {pool.submit(grade_submission, s, options, preload, warm_kernels): s for s in todo}
-                for future in pool.as_completed(futures):
+                for future in as_completed(futures):
                     s = futures[future]
                     try:
                         graded, timing = future.result()
@@ -173,13 +174,13 @@ def grade_in_parallel(todo: list[Submission], options: GradingOptions, on_graded
                     progress.set_postfix_str(f"{s.student}/{s.assignment}")
                     progress.update()
         except KeyboardInterrupt:
-            pool.abort()
+            pool.shutdown(wait=False, cancel_futures=True)
             kill_descendants()
             print(f"\ninterrupted: results so far are kept in {out}/.done; run the same command to finish",
                   file=sys.stderr)
             raise
         except InfrastructureError:
-            pool.abort()
+            pool.shutdown(wait=False, cancel_futures=True)
             kill_descendants()
             raise
     return rows, timings

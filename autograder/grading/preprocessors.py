@@ -16,8 +16,10 @@ from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from nbgrader.utils import is_grade, is_locked, is_solution
 from traitlets import Float, Integer
 
+from autograder.course import grade_id_of
 from autograder.execution.kernel import SandboxedKernelManager
 from dlkit import integrity
 
@@ -172,10 +174,6 @@ class KeepWarningsFromCostingPoints(NbGraderPreprocessor):
         return cell, resources
 
 
-def _grade_id(cell) -> str | None:
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-
-
 class RestoreMissingCells(NbGraderPreprocessor):
     """Put back read-only and test cells a student deleted, where the instructor source has them.
 
@@ -191,13 +189,12 @@ class RestoreMissingCells(NbGraderPreprocessor):
         source_path = Path(coursedir.format_path(coursedir.source_directory, ".", meta["assignment"])) / (
             meta["notebook"] + ".ipynb")
         source = nbformat.read(source_path, as_version=4)
-        present = {_grade_id(c) for c in nb.cells}
+        present = {grade_id_of(c) for c in nb.cells}
         previous = None
         for cell in source.cells:
-            grade_id = _grade_id(cell)
-            info = cell.get("metadata", {}).get("nbgrader", {})
-            if grade_id and grade_id not in present and info.get("locked") and not info.get("solution"):
-                at = next((i + 1 for i, c in enumerate(nb.cells) if previous and _grade_id(c) == previous), 0)
+            grade_id = grade_id_of(cell)
+            if grade_id and grade_id not in present and is_locked(cell):
+                at = next((i + 1 for i, c in enumerate(nb.cells) if previous and grade_id_of(c) == previous), 0)
                 restored = nbformat.from_dict(cell)
                 restored.outputs, restored.execution_count = [], None
                 nb.cells.insert(at, restored)
@@ -243,10 +240,10 @@ class GuardTests(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         modules: list[str] = []
         for cell in nb.cells:
-            if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("grade"):
+            if cell.cell_type == "code" and is_grade(cell):
                 imported, used = _test_names(cell.source)
                 modules += imported
-                grade_id = _grade_id(cell) or ""
+                grade_id = grade_id_of(cell) or ""
                 nonce = secrets.token_hex(8)
                 cell.source = "\n".join([integrity.request("before", grade_id, used), cell.source,
                                          integrity.request("after", grade_id, used, nonce)])
@@ -268,8 +265,7 @@ class SeedTests(NbGraderPreprocessor):
 
         student, assignment = resources["nbgrader"]["student"], resources["nbgrader"]["assignment"]
         for cell in nb.cells:
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
-                seed = seed_for(student, assignment, meta["grade_id"])
+            if cell.cell_type == "code" and is_grade(cell) and not is_solution(cell):
+                seed = seed_for(student, assignment, grade_id_of(cell))
                 cell.source = f"__import__('dlkit.seeding').seeding.seed_test({seed})  # inserted by the grader\n" + cell.source
         return nb, resources

@@ -41,6 +41,9 @@ import nbformat
 from IPython.core.inputtransformer2 import TransformerManager
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
+from nbgrader.utils import is_solution
+
+from autograder.course import grade_id_of
 
 ADVICE = "copy your answers into a fresh copy of the release notebook and resubmit"
 _DEF = re.compile(r"^(?:async\s+def|def|class)\s+([A-Za-z_]\w*)", re.MULTILINE)
@@ -50,12 +53,8 @@ class RecoveryError(ValueError):
     """The notebook lost its grading metadata and its answers cannot be matched exactly; says why."""
 
 
-def _nbgrader(cell: NotebookNode) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
 def _is_code_solution(cell: NotebookNode) -> bool:
-    return cell.cell_type == "code" and bool(_nbgrader(cell).get("solution")) and bool(_nbgrader(cell).get("grade_id"))
+    return cell.cell_type == "code" and bool(is_solution(cell)) and bool(grade_id_of(cell))
 
 
 def defined_names(source: str) -> tuple[set[str], set[str]]:
@@ -96,14 +95,14 @@ def answer_names(source: NotebookNode) -> dict[str, set[str]]:
     for cell in source.cells:
         if _is_code_solution(cell):
             defs, assigned = defined_names(cell.source)
-            names[_nbgrader(cell)["grade_id"]] = defs or assigned
+            names[grade_id_of(cell)] = defs or assigned
     return names
 
 
 def needs_rebuild(submitted: NotebookNode, release: NotebookNode) -> bool:
     """Whether some code solution cell of the release is not among the submission's solution cells."""
-    have = {_nbgrader(c)["grade_id"] for c in submitted.cells if _is_code_solution(c)}
-    return any(_is_code_solution(c) and _nbgrader(c)["grade_id"] not in have for c in release.cells)
+    have = {grade_id_of(c) for c in submitted.cells if _is_code_solution(c)}
+    return any(_is_code_solution(c) and grade_id_of(c) not in have for c in release.cells)
 
 
 def _refuse(reason: str) -> RecoveryError:
@@ -117,12 +116,12 @@ def _listing(names: set[str]) -> str:
 def _student_answers(submitted: NotebookNode, release: NotebookNode, keys: dict[str, set[str]]
                      ) -> list[tuple[str | None, str]]:
     """The student's code cells that matter, in order: (grade_id answered, source), or (None, source) for extra code."""
-    release_ids = {_nbgrader(c).get("grade_id") for c in release.cells} - {None}
-    solution_ids = {_nbgrader(c)["grade_id"] for c in release.cells if _is_code_solution(c)}
+    release_ids = {grade_id_of(c) for c in release.cells} - {None}
+    solution_ids = {grade_id_of(c) for c in release.cells if _is_code_solution(c)}
     release_sources = {c.source.strip() for c in release.cells if not _is_code_solution(c)}
     cells = []
     for cell in submitted.cells:
-        grade_id = _nbgrader(cell).get("grade_id")
+        grade_id = grade_id_of(cell)
         if grade_id in solution_ids and _is_code_solution(cell):
             cells.append((grade_id, cell.source))
             continue
@@ -150,7 +149,7 @@ def rebuild(submitted: NotebookNode, release: NotebookNode, source: NotebookNode
     if not needs_rebuild(submitted, release):
         return None
     keys = {g: names for g, names in answer_names(source).items() if names}
-    stubs = {_nbgrader(c)["grade_id"]: c.source.strip() for c in release.cells if _is_code_solution(c)}
+    stubs = {grade_id_of(c): c.source.strip() for c in release.cells if _is_code_solution(c)}
     found = _student_answers(submitted, release, keys)
     answers: dict[str, int] = {}  # grade_id -> index in `found` of the student's answer
     for grade_id, stub in stubs.items():
@@ -177,7 +176,7 @@ def rebuild(submitted: NotebookNode, release: NotebookNode, source: NotebookNode
     rebuilt.cells = []
     extras = 0
     for cell in release.cells:
-        grade_id = _nbgrader(cell).get("grade_id") if _is_code_solution(cell) else None
+        grade_id = grade_id_of(cell) if _is_code_solution(cell) else None
         for text in before.get(grade_id, []):
             extras += 1
             rebuilt.cells.append(new_code_cell(text, id=f"student-extra-{extras}"))

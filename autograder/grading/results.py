@@ -25,7 +25,9 @@ from pathlib import Path
 
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.utils import is_grade, is_solution
 
+from autograder.course import grade_id_of
 from autograder.grading.autograde import Workspace
 from autograder.grading.preprocessors import KERNEL_DIED, NOT_RUN, NOTEBOOK_TIMEOUT
 from dlkit.devices import KNOWN_KINDS
@@ -69,9 +71,8 @@ def autograded_cells(notebook: Path) -> list[tuple[str, float]]:
     nb = nbformat.read(notebook, as_version=4)
     cells = []
     for cell in nb.cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
-            cells.append((meta["grade_id"], float(meta.get("points", 0))))
+        if cell.cell_type == "code" and is_grade(cell) and not is_solution(cell):
+            cells.append((grade_id_of(cell), float(cell.metadata.nbgrader.get("points", 0))))
     return cells
 
 
@@ -82,7 +83,7 @@ def _error_outputs(nb: nbformat.NotebookNode) -> dict[str, dict]:
     """
     errors = {}
     for cell in nb.cells:
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        grade_id = grade_id_of(cell)
         found = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
         if grade_id and found:
             errors[grade_id] = next((o for o in found if o.get("ename") in TIMEOUT_ERRORS), found[0])
@@ -98,7 +99,7 @@ def _unchecked_cells(nb: nbformat.NotebookNode) -> set[str]:
     """
     unchecked = set()
     for cell in nb.cells:
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        grade_id = grade_id_of(cell)
         request = _AFTER_REQUEST.search(cell.source) if grade_id and cell.cell_type == "code" else None
         if request is None or any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
             continue
@@ -133,7 +134,7 @@ def _device_markers(nb: nbformat.NotebookNode, allowed: set[str]) -> dict[str, d
     for the kinds the run grades on (`allowed`)."""
     found = {}
     for cell in nb.cells:
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        grade_id = grade_id_of(cell)
         text = "".join(o.get("text", "") for o in cell.get("outputs", [])
                        if o.get("output_type") == "stream" and o.get("name") == "stdout")
         if grade_id and MARKER in text:
@@ -145,7 +146,7 @@ def _seeds(nb: nbformat.NotebookNode) -> dict[str, int]:
     """The seed each graded cell's inputs were drawn with (the first seed line the cell printed), by grade_id."""
     seeds = {}
     for cell in nb.cells:
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        grade_id = grade_id_of(cell)
         text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
         for line in text.splitlines():
             if grade_id and line.startswith(SEED_MARKER) and line[len(SEED_MARKER):].strip().isdigit():

@@ -19,11 +19,9 @@ from __future__ import annotations
 import ctypes
 import os
 import resource
-import signal
-import time
 from dataclasses import dataclass
-from pathlib import Path
 
+import psutil
 from traitlets.config import Config
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -78,52 +76,35 @@ def become_subreaper() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
 
 
-def child_pids(pid: int) -> list[int]:
-    """Direct children of `pid`, read from /proc."""
-    children = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            children.append(int(stat.parent.name))
-    return children
-
-
 def kill_descendants(grace: float = 0.5, spare: set[int] = frozenset()) -> int:
     """SIGKILL every process below this one (kernels and whatever they left), except `spare` and
     what runs below them; return how many were killed."""
     killed = 0
     for _ in range(5):  # a dying process can re-parent its own children to us: repeat until none
-        todo, found = [os.getpid()], []
-        while todo:
-            for child in child_pids(todo.pop()):
-                if child in spare:
-                    continue
-                found.append(child)
-                todo.append(child)
+        found = _descendants(spare)
         if not found:
             break
-        for pid in found:
+        for process in found:
             try:
-                os.kill(pid, signal.SIGKILL)
+                process.kill()  # psutil first checks the pid was not reused by another process
                 killed += 1
-            except ProcessLookupError:
+            except psutil.NoSuchProcess:
                 pass
-        _reap(set(found), time.monotonic() + grace)
+        # Collects the exit of each killed child; those that are not our children vanish with their parent.
+        psutil.wait_procs(found, timeout=grace)
     return killed
 
 
-def _reap(pids: set[int], deadline: float) -> None:
-    """Collect the exit of each killed child in `pids`; those that are not our children vanish with their parent."""
-    while pids and time.monotonic() < deadline:
-        for pid in list(pids):
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    pids.discard(pid)
-            except ChildProcessError:
-                if not Path(f"/proc/{pid}").exists():
-                    pids.discard(pid)
-        if pids:
-            time.sleep(0.02)
+def _descendants(spare: set[int]) -> list[psutil.Process]:
+    """Every process below this one, except `spare` and what runs below them."""
+    found, todo = [], [psutil.Process()]
+    while todo:
+        try:
+            children = todo.pop().children()
+        except psutil.NoSuchProcess:  # gone since its parent listed it: its children come to us
+            continue
+        for child in children:
+            if child.pid not in spare:
+                found.append(child)
+                todo.append(child)
+    return found

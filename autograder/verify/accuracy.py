@@ -40,9 +40,10 @@ from pathlib import Path
 
 import nbformat
 import tomllib
+from nbgrader.utils import is_grade, is_solution
 
 from autograder.authoring.samples import fill_release, solution_sources
-from autograder.course import assignments
+from autograder.course import assignments, grade_id_of
 from autograder.grading.report import read_results
 from autograder.paths import CORPUS, REPO
 from autograder.verify.sample_class import copy_samples, judge_samples, sample_table
@@ -82,12 +83,11 @@ def tests_by_exercise(source: Path) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     current = None
     for cell in nbformat.read(source, as_version=4).cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if meta.get("solution") and cell.cell_type == "code":
-            current = meta["grade_id"]
+        if is_solution(cell) and cell.cell_type == "code":
+            current = grade_id_of(cell)
             found[current] = []
-        elif meta.get("grade") and current is not None:
-            found[current].append(meta["grade_id"])
+        elif is_grade(cell) and current is not None:
+            found[current].append(grade_id_of(cell))
     return found
 
 

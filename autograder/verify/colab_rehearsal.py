@@ -45,10 +45,11 @@ from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbgrader.utils import is_grade
 
 from autograder.authoring import publish, release, samples
 from autograder.authoring.colab_setup import DISTRIBUTION, RUNTIME_OWNED, SETUP_GRADE_ID, course_pins
-from autograder.course import notebook_imports
+from autograder.course import grade_id_of, notebook_imports
 from autograder.paths import BUILD
 
 REHEARSAL = BUILD / "colab-rehearsal"
@@ -71,7 +72,7 @@ class RehearsalError(RuntimeError):
 def setup_cell(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The release's locked setup cell (nbgrader grade_id dlkit_setup)."""
     for cell in nb.cells:
-        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == SETUP_GRADE_ID:
+        if grade_id_of(cell) == SETUP_GRADE_ID:
             return cell
     raise RehearsalError(f"the notebook has no setup cell (grade_id {SETUP_GRADE_ID!r}): is it a release notebook?")
 
@@ -211,7 +212,7 @@ def failure(cell: nbformat.NotebookNode) -> str | None:
     errors = [o for o in cell.outputs if o.output_type == "error"]
     if errors:
         return f"{errors[0].ename}: {errors[0].evalue}"[:300]
-    if cell.metadata.get("nbgrader", {}).get("grade") and cell.execution_count is None:
+    if is_grade(cell) and cell.execution_count is None:
         return "the test cell never ran"
     return None
 
@@ -273,7 +274,7 @@ def rehearse(name: str, folder: Path = REHEARSAL, base_python: str = sys.executa
     installed = versions(python, distributions)
     problems = (setup_problems(printed, installs, requirement, installed) + [f"{where}: {why}" for where, why in failures(nb).items()]
                 + ([f"the run stopped early: {stopped}"] if stopped else []))
-    tests = [c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")]
+    tests = [c for c in nb.cells if c.cell_type == "code" and is_grade(c)]
     failed_tests = [c for c in tests if failure(c)]
     lines = [
         f"# Colab rehearsal of {name}, {datetime.now().isoformat(timespec='minutes')}", "",

@@ -3,7 +3,8 @@
 Reads SUBMISSIONS/<student>/<assignment>/*.ipynb, autogrades each submission with nbgrader in
 its own workspace (several at once), and writes into OUT:
   grades.csv      student_id, assignment, score, max_score, devices, skipped_devices
-  results.csv     one row per test cell and device with status passed/failed/error/timeout/skipped/tampered and a message
+  results.csv     one row per test cell and device with a message and a status:
+                  passed/failed/error/timeout/skipped/tampered
   feedback/<student>/<assignment>/feedback.html   what the student may see (no test source)
   autograded/<student>/<assignment>/              the executed notebooks, for the TA only
   tampered.csv    the tests voided because the submission tampered with what tests rely on (only if any)

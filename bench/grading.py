@@ -87,8 +87,8 @@ def differences(submissions: list[Submission], stock_root: Path, kit_out: Path) 
     found = []
     for assignment in sorted({s.assignment for s in submissions}):
         root = stock_root / assignment
-        found += unexplained_differences(root, scores(root), {k: v for k, v in kit_scores.items() if k[1] == assignment},
-                                         off_cpu)
+        found += unexplained_differences(root, scores(root),
+                                         {k: v for k, v in kit_scores.items() if k[1] == assignment}, off_cpu)
     return found
 
 

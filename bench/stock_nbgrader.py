@@ -99,7 +99,8 @@ def unexplained_differences(root: Path, stock: dict[tuple[str, str, str], float]
     show (`off_cpu`, see failed_off_the_cpu) costs points with the kit only.
     """
     problems = [f"{key}: graded by only one of them" for key in sorted(set(stock) ^ set(kit))]
-    for key in sorted(k for k in set(stock) & set(kit) if stock[k] != kit[k] and not (k in off_cpu and kit[k] < stock[k])):
+    for key in sorted(k for k in set(stock) & set(kit)
+                      if stock[k] != kit[k] and not (k in off_cpu and kit[k] < stock[k])):
         student, assignment, grade_id = key
         graded = nbformat.read(root / "autograded" / student / assignment / f"{assignment}.ipynb", as_version=4)
         cell = next((c for c in graded.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id), {})

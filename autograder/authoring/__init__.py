@@ -1,1 +1,3 @@
-"""The instructor's tools: the student release, its Colab setup cell and the TA's Colab notebook, publishing, slides, samples."""
+"""The instructor's tools: the student release, its Colab setup cell and the TA's Colab notebook,
+publishing, slides, samples.
+"""

@@ -110,7 +110,8 @@ def export(dest: Path, where: Publish, release: Path = RELEASE) -> list[Path]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or not argv[0]:
-        print("usage: python -m autograder.authoring.publish DEST  (a checkout of the student repository)", file=sys.stderr)
+        print("usage: python -m autograder.authoring.publish DEST  (a checkout of the student repository)",
+              file=sys.stderr)
         return 2
     where = load()
     try:

@@ -51,7 +51,8 @@ CELL_TIMEOUT = 600
 # Where the decks find reveal.js and MathJax: folders next to them (copy_assets), named relative to the deck.
 REVEAL_DIR = "reveal.js"
 MATHJAX_DIR = "mathjax"
-REVEAL_THEME = "white"  # its font (Source Sans Pro) ships with reveal.js; "simple", nbconvert's default, fetches Google Fonts
+# The "white" theme's font (Source Sans Pro) ships with reveal.js; "simple", nbconvert's default, fetches Google Fonts.
+REVEAL_THEME = "white"
 MATHJAX_URL = f"{MATHJAX_DIR}/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
 REVEAL_SOURCE = Path(sphinx_revealjs.__file__).parent / "_static" / "revealjs"
 MATHJAX_SOURCE = Path(jupyter_server_mathjax.__file__).parent / "static"

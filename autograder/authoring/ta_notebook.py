@@ -1,4 +1,4 @@
-"""The TA's Colab grading notebook, as released: autograder/authoring/colab_grade.ipynb with the kit's address filled in.
+"""The TA's Colab grading notebook, as released: authoring/colab_grade.ipynb with the kit's address filled in.
 
 The notebook in autograder/ cannot know where the kit is published (Colab opens it without its
 repository), so it ships with KIT_REPO empty. The release step writes a copy into the release

@@ -1,1 +1,3 @@
-"""How a grading kernel starts: jupyter_client's manager launching into the sandbox, cold or forked from a warm zygote."""
+"""How a grading kernel starts: jupyter_client's manager launching into the sandbox, cold or forked
+from a warm zygote.
+"""

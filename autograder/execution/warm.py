@@ -68,9 +68,10 @@ def preload_modules(*notebooks: Path, devices: Iterable[str] = ("cpu",)) -> tupl
 
 
 def xla_first(devices: Iterable[str]) -> tuple[str, ...]:
-    """torch_xla, where the grader visits "xla" (among `devices`): imported before the notebooks' modules, since a kernel
-    that has TensorFlow can no longer load it (dlkit.devices.xla_blocked). Forking after the import is
-    safe: the PJRT client starts at a kernel's first xla tensor, never in the zygote."""
+    """torch_xla, where the grader visits "xla" (among `devices`): imported before the notebooks'
+    modules, since a kernel that has TensorFlow can no longer load it (dlkit.devices.xla_blocked).
+    Forking after the import is safe: the PJRT client starts at a kernel's first xla tensor, never in
+    the zygote."""
     return ("torch_xla.core.xla_model",) if "xla" in devices and xla_backend() else ()
 
 
@@ -124,8 +125,9 @@ class Zygote:
     def __init__(self, modules: tuple[str, ...], start_timeout: float = 300):
         become_subreaper()
         self.modules = modules
-        self.process = subprocess.Popen([sys.executable, str(ZYGOTE_SCRIPT), str(SANDBOX_SCRIPT), *modules], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, text=True, cwd="/", env={**os.environ, **ZYGOTE_ENV})
+        self.process = subprocess.Popen([sys.executable, str(ZYGOTE_SCRIPT), str(SANDBOX_SCRIPT), *modules],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/",
+                                        env={**os.environ, **ZYGOTE_ENV})
         self._ready_by = time.monotonic() + start_timeout
         self.loaded: list[str] | None = None
 

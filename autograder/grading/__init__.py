@@ -1,1 +1,3 @@
-"""The grading pipeline: intake -> recover -> autograde -> results -> feedback -> gradebook and reports (see pipeline.py)."""
+"""The grading pipeline: intake -> recover -> autograde -> results -> feedback -> gradebook and reports
+(see pipeline.py).
+"""

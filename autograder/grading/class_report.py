@@ -257,7 +257,8 @@ def build_report(out: Path) -> Path:
     sections = [assignment_section(a, by_assignment[a], seconds.get(a, [])) for a in names]
     page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>Class report</title>'
             f"<style>{STYLE}</style></head><body><h1>Class report</h1>"
-            f"<p>{students} students, {len(names)} assignment{'s' if len(names) != 1 else ''}, {len(rows)} test results "
+            f"<p>{students} students, {len(names)} assignment{'s' if len(names) != 1 else ''}, "
+            f"{len(rows)} test results "
             f"(from <code>results.csv</code>). Messages are the ones students see in their feedback.</p>"
             f"<ul>{contents}</ul>{''.join(sections)}</body></html>\n")
     path = out / "report.html"

@@ -62,7 +62,8 @@ def create_schema(db_url: str, release_db: Path) -> None:
 
 
 def copy_definitions(release_db: Path, gb: Gradebook, names: set[str]) -> None:
-    """Copy the definitions of the assignments `names` (notebooks, test and solution cells) from the release gradebook."""
+    """Copy the definitions of the assignments `names` (notebooks, test and solution cells) from the release
+    gradebook."""
     with Gradebook(f"sqlite:///{release_db}") as release:
         for assignment in release.assignments:
             if assignment.name not in names:

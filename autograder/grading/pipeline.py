@@ -53,7 +53,8 @@ def grade_submission(submission: Submission, options: GradingOptions, preload: t
     """
     started = time.perf_counter()
     out = options.out
-    if options.warm_kernels if warm_kernels is None else warm_kernels:  # started, not waited for: a zygote that fails to start means a cold kernel (warm.py)
+    # started, not waited for: a zygote that fails to start means a cold kernel (warm.py)
+    if options.warm_kernels if warm_kernels is None else warm_kernels:
         warm.activate(preload or warm.preload_modules(assignments()[submission.assignment], devices=options.devices))
     workspace, success, log = _autograde_once(submission, options)
     if (reason := infrastructure_failure(log)) is not None:
@@ -143,7 +144,8 @@ def grade_in_parallel(todo: list[Submission], options: GradingOptions, on_graded
     rows: list[CellResult] = []
     timings: list[Timing] = []
     out = options.out
-    workers = max(1, min(options.workers, len(todo)))  # an idle worker would only take cores from a kernel's thread pools
+    # an idle worker would only take cores from a kernel's thread pools
+    workers = max(1, min(options.workers, len(todo)))
     warm_kernels = options.warm_kernels and worth_a_zygote(len(todo), workers)
     kernel_env = options.kernel_environment(workers)
     if options.engine == "dask":

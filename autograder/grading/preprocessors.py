@@ -106,7 +106,8 @@ class GuardedExecute(Execute):
             return cell, resources
         except CellTimeoutError:  # raised when the kernel never went idle after the interrupt
             self._stopped = (NOT_RUN, f"cell {index} ran past the time limit and its kernel ignored the interrupt")
-            cell.outputs.append(error_output("CellTimeoutError", f"ran past the {self.timeout} s limit and ignored the interrupt"))
+            cell.outputs.append(error_output("CellTimeoutError",
+                                             f"ran past the {self.timeout} s limit and ignored the interrupt"))
             self._kill_kernel()
             return cell, resources
         finally:
@@ -121,7 +122,8 @@ class GuardedExecute(Execute):
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         except (DeadKernelError, CellTimeoutError) as err:
-            raise KernelStartFailure(f"the kernel died before any student code ran: {type(err).__name__}: {err}") from err
+            raise KernelStartFailure(f"the kernel died before any student code ran: "
+                                     f"{type(err).__name__}: {err}") from err
         error = next((o for o in cell.outputs if o.get("output_type") == "error"), None)
         if error is not None:
             raise KernelStartFailure(f"the grader's first cell failed in the kernel: {error.get('ename')}: "
@@ -155,7 +157,8 @@ class GuardedExecute(Execute):
         if not getattr(self, "_output_truncated", False):
             self._output_truncated = True
             outs.append(NotebookNode(output_type="stream", name="stdout",
-                                     text=f"[the grader dropped this cell's output beyond {self.max_output_bytes} bytes]\n"))
+                                     text=f"[the grader dropped this cell's output beyond "
+                                          f"{self.max_output_bytes} bytes]\n"))
         return None
 
 
@@ -205,7 +208,8 @@ class RestoreMissingCells(NbGraderPreprocessor):
         return nb, resources
 
 
-GUARD_SNAPSHOT = "import dlkit.integrity\ndlkit.integrity.snapshot({modules!r})  # inserted by the grader before any student code"
+GUARD_SNAPSHOT = ("import dlkit.integrity\n"
+                  "dlkit.integrity.snapshot({modules!r})  # inserted by the grader before any student code")
 
 
 def _test_names(source: str) -> tuple[list[str], list[str]]:
@@ -267,5 +271,6 @@ class SeedTests(NbGraderPreprocessor):
         for cell in nb.cells:
             if cell.cell_type == "code" and is_grade(cell) and not is_solution(cell):
                 seed = seed_for(student, assignment, grade_id_of(cell))
-                cell.source = f"__import__('dlkit.seeding').seeding.seed_test({seed})  # inserted by the grader\n" + cell.source
+                cell.source = (f"__import__('dlkit.seeding').seeding.seed_test({seed})  # inserted by the grader\n"
+                               + cell.source)
         return nb, resources

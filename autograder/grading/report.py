@@ -1,4 +1,6 @@
-"""The class-level outputs: grades.csv, results.csv, tampered.csv and the table and summary printed at the end of a run."""
+"""The class-level outputs: grades.csv, results.csv, tampered.csv and the table and summary printed at
+the end of a run.
+"""
 
 from __future__ import annotations
 

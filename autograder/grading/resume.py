@@ -2,8 +2,9 @@
 
 After a submission is graded its rows are written atomically to OUT/.done/<student>--<assignment>.json
 with a digest of everything the grade depends on: the submitted notebook, the instructor source,
-the limits and the device kinds graded on (GradingOptions). A later run with the same command reuses a stored result only while that digest
-still matches, so a resubmission or an edited test is graded again, and nothing is counted twice.
+the limits and the device kinds graded on (GradingOptions). A later run with the same command
+reuses a stored result only while that digest still matches, so a resubmission or an edited test
+is graded again, and nothing is counted twice.
 """
 
 from __future__ import annotations

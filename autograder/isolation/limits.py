@@ -9,8 +9,9 @@ Applied in each grading worker process, so every kernel the worker starts inheri
   in /dev/shm), and it is per process: a submission's processes together may use more;
 - files: RLIMIT_FSIZE caps the size of any file the kernel writes; RLIMIT_CORE stops core dumps;
 - processes: sandboxed kernels run under RLIMIT_NPROC (sandbox.py sets it, since it counts the
-  processes and threads of the kernel's own uid); the worker becomes a "child subreaper", so a process a submission starts and
-  detaches (double fork, setsid) is re-parented to the worker, which kills it after grading.
+  processes and threads of the kernel's own uid); the worker becomes a "child subreaper", so a
+  process a submission starts and detaches (double fork, setsid) is re-parented to the worker,
+  which kills it after grading.
 Time limits are enforced while executing (see preprocessors.GuardedExecute).
 """
 

@@ -207,9 +207,10 @@ def private_env(workdir: str) -> dict[str, str]:
     sandbox only the kernel's own folder is writable. The kernel's uid has no passwd entry, so the
     user name (getpass.getuser(), which torch's caches ask for) comes from the environment too.
     """
-    return {"HOME": workdir, "USER": "student", "LOGNAME": "student", "TMPDIR": workdir, "IPYTHONDIR": f"{workdir}/.ipython",
-            "MPLCONFIGDIR": f"{workdir}/.matplotlib", "XDG_CACHE_HOME": f"{workdir}/.cache",
-            "TORCHINDUCTOR_CACHE_DIR": f"{workdir}/.cache/torchinductor", "TRITON_CACHE_DIR": f"{workdir}/.cache/triton"}
+    return {"HOME": workdir, "USER": "student", "LOGNAME": "student", "TMPDIR": workdir,
+            "IPYTHONDIR": f"{workdir}/.ipython", "MPLCONFIGDIR": f"{workdir}/.matplotlib",
+            "XDG_CACHE_HOME": f"{workdir}/.cache", "TORCHINDUCTOR_CACHE_DIR": f"{workdir}/.cache/torchinductor",
+            "TRITON_CACHE_DIR": f"{workdir}/.cache/triton"}
 
 
 def enter(spec_path: str) -> str:

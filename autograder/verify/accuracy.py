@@ -1,4 +1,5 @@
-"""Do the hidden tests tell right from wrong? python -m autograder.verify.accuracy [OUT] [--assignments a,b]   (`make accuracy`)
+"""Do the hidden tests tell right from wrong? python -m autograder.verify.accuracy [OUT]
+[--assignments a,b]   (`make accuracy`)
 
 A held-out corpus, autograder/corpus/<assignment>.toml, holds answers written from the student's
 view (the release notebook) alone: `[[correct]]` ones that differ from the reference (other
@@ -175,7 +176,8 @@ def table(verdicts: list[tuple[Entry, bool, str]]) -> str:
             mine = [ok for e, ok, _ in verdicts if e.assignment == assignment and e.kind == kind]
             cells.append(f"{sum(mine)}/{len(mine)}")
         lines.append(f"| {assignment} | {cells[0]} | {cells[1]} |")
-    wrongs = [f"- {e.assignment} {e.kind} answer to {e.exercise} ({e.why}): {what}" for e, ok, what in verdicts if not ok]
+    wrongs = [f"- {e.assignment} {e.kind} answer to {e.exercise} ({e.why}): {what}"
+              for e, ok, what in verdicts if not ok]
     return "\n".join(lines + ["", "Disagreements:" if wrongs else "Every entry agrees with its label.", *wrongs]) + "\n"
 
 

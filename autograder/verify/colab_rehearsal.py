@@ -125,7 +125,8 @@ def clean_env(venv: Path) -> dict[str, str]:
 def _run(command: list[str], env: dict[str, str], timeout: float = 1800) -> str:
     """Run `command` away from the checkout (a `python -c` would import from its working folder)."""
     try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, cwd=tempfile.gettempdir())
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout,
+                              cwd=tempfile.gettempdir())
     except subprocess.TimeoutExpired as err:
         raise RehearsalError(f"{' '.join(command)} did not finish in {timeout:.0f} s") from err
     if done.returncode != 0:
@@ -135,7 +136,8 @@ def _run(command: list[str], env: dict[str, str], timeout: float = 1800) -> str:
 
 def present(python: Path, modules: list[str]) -> list[str]:
     """Which of `modules` the interpreter `python` can import, outside the kit's environment."""
-    probe = "import importlib.util, json, sys; print(json.dumps([m for m in sys.argv[1:] if importlib.util.find_spec(m)]))"
+    probe = ("import importlib.util, json, sys; "
+             "print(json.dumps([m for m in sys.argv[1:] if importlib.util.find_spec(m)]))")
     return json.loads(_run([str(python), "-c", probe, *modules], clean_env(python.parent.parent)))
 
 
@@ -150,7 +152,8 @@ def check_absent(python: Path, modules: list[str]) -> None:
 def versions(python: Path, distributions: list[str]) -> dict[str, str]:
     """{distribution: installed version or "absent"} in the interpreter `python`'s environment."""
     probe = ("import importlib.metadata as m, json, sys\n"
-             "def v(d):\n    try:\n        return m.version(d)\n    except m.PackageNotFoundError:\n        return 'absent'\n"
+             "def v(d):\n    try:\n        return m.version(d)\n"
+             "    except m.PackageNotFoundError:\n        return 'absent'\n"
              "print(json.dumps({d: v(d) for d in sys.argv[1:]}))")
     return json.loads(_run([str(python), "-c", probe, *distributions], clean_env(python.parent.parent)))
 
@@ -270,9 +273,11 @@ def rehearse(name: str, folder: Path = REHEARSAL, base_python: str = sys.executa
     nbformat.write(nb, folder / f"{name}.executed.ipynb")
 
     printed = text_of(cell)
-    distributions = [pin.partition("==")[0] for pin in runtime] + [pin.partition("==")[0] for _, pin in installs] + ["dlkit"]
+    distributions = ([pin.partition("==")[0] for pin in runtime] + [pin.partition("==")[0] for _, pin in installs]
+                     + ["dlkit"])
     installed = versions(python, distributions)
-    problems = (setup_problems(printed, installs, requirement, installed) + [f"{where}: {why}" for where, why in failures(nb).items()]
+    problems = (setup_problems(printed, installs, requirement, installed)
+                + [f"{where}: {why}" for where, why in failures(nb).items()]
                 + ([f"the run stopped early: {stopped}"] if stopped else []))
     tests = [c for c in nb.cells if c.cell_type == "code" and is_grade(c)]
     failed_tests = [c for c in tests if failure(c)]
@@ -291,8 +296,10 @@ def rehearse(name: str, folder: Path = REHEARSAL, base_python: str = sys.executa
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.verify.colab_rehearsal", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--notebook", default="07_deployment", help="release notebook to rehearse (default 07_deployment)")
+    parser = argparse.ArgumentParser(prog="python -m autograder.verify.colab_rehearsal",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--notebook", default="07_deployment",
+                        help="release notebook to rehearse (default 07_deployment)")
     parser.add_argument("--python", default=sys.executable,
                         help="interpreter the rehearsal venv is made from (Colab's Python is newer than the course's)")
     parser.add_argument("--out", type=Path, default=REHEARSAL, help="folder for the venv, wheel and report")

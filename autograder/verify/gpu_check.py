@@ -115,7 +115,8 @@ def main(argv: list[str]) -> int:
     lines += [f"Checked: {', '.join(names)}. Not checked (no torch, or TensorFlow not installed): "
               f"{', '.join(left_out) or 'none'}.", ""]
 
-    lines += ["## Notebooks top to bottom, DLKIT_DEVICES=cpu,cuda", "", "| notebook | seconds | result |", "|---|---|---|"]
+    lines += ["## Notebooks top to bottom, DLKIT_DEVICES=cpu,cuda", "",
+              "| notebook | seconds | result |", "|---|---|---|"]
     for name in names:
         workdir = out / "run" / name
         workdir.mkdir(parents=True)
@@ -125,7 +126,8 @@ def main(argv: list[str]) -> int:
             problems.append(f"{name} did not run top to bottom: {error}")
         if name == "01_tensors":
             shares = bf16_shares(nb)
-            lines += ["", f"01's bf16 matmul: {', '.join(f'{s:.0%}' for s in shares) or 'no figure'} of the spec peak", ""]
+            lines += ["", f"01's bf16 matmul: {', '.join(f'{s:.0%}' for s in shares) or 'no figure'} "
+                          "of the spec peak", ""]
             if shares and max(shares) < BF16_SHARE:
                 problems.append(f"01's bf16 matmul reached {max(shares):.0%} of the spec peak, below {BF16_SHARE:.0%}")
 
@@ -135,8 +137,8 @@ def main(argv: list[str]) -> int:
     expected = {(s, a): set(tests) for a, per in expected_failures_on("cuda").items() if a in names
                 for s, tests in per.items()}
     got = failing_tests(results)
-    lines += ["", "## Samples graded by the default grader", "", "| student | assignment | devices | expected | result |",
-              "|---|---|---|---|---|"]
+    lines += ["", "## Samples graded by the default grader", "",
+              "| student | assignment | devices | expected | result |", "|---|---|---|---|---|"]
     for g in grades:
         key = (g["student_id"], g["assignment"])
         want, failed = expected.get(key), got.get(key, set())

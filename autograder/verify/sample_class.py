@@ -64,7 +64,8 @@ def judge_samples(rows: list[CellResult], graded: list[tuple[str, str]]) -> list
         mine = by_submission.get((student, assignment), [])
         cells = dict(autograded_cells(assignments()[assignment]))
         if student not in expected.get(assignment, {}):
-            verdicts.append(SampleVerdict(student, assignment, False, f"not listed in autograder/expected/{assignment}.toml"))
+            verdicts.append(SampleVerdict(student, assignment, False,
+                                          f"not listed in autograder/expected/{assignment}.toml"))
             continue
         if {r.grade_id for r in mine} != set(cells):
             verdicts.append(SampleVerdict(student, assignment, False, "not one result per test cell (not graded?)"))

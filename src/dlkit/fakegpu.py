@@ -111,7 +111,8 @@ def _wrap(value):
 
 
 class _FactoryMode(TorchFunctionMode):
-    """`torch.tensor(data, device=...)` and kin copy their data in C++, past the dispatch mode: build on the CPU, then move."""
+    """`torch.tensor(data, device=...)` and kin copy their data in C++, past the dispatch mode: build on the
+    CPU, then move."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})

@@ -175,7 +175,8 @@ def _make_checker(extra_modules: tuple[str, ...]):
                  "threading.gettrace()": _thread_trace(), "threading.getprofile()": _thread_profile()}
     hooks = {"sys.meta_path": _tuple(_meta_path), "sys.path_hooks": _tuple(_path_hooks)}
     baseline_threads = set(_current_frames()) | set(_active)
-    baseline_raw = _count() - _len([t for t in _active.values() if _type(t).__name__ not in ("_MainThread", "_DummyThread")])
+    baseline_raw = _count() - _len([t for t in _active.values()
+                                    if _type(t).__name__ not in ("_MainThread", "_DummyThread")])
     noticed: list[str] = []            # filled by the hook between checks: brief changes to function code
 
     def _loaded_lazily(old, new) -> bool:
@@ -233,7 +234,8 @@ def _make_checker(extra_modules: tuple[str, ...]):
                 # as a multiprocessing QueueFeederThread after a DataLoader's workers stop; it runs nothing more.
                 if entry is not None and (_type(entry) is not _function or entry.__globals__ is user_ns
                                           or not is_library_code(entry.__code__)):
-                    found.append(f"{label}, started by the submission, runs {_type(entry).__name__} {_vars(entry).get('__qualname__', '') if _type(entry) is _function else ''}")
+                    found.append(f"{label}, started by the submission, runs {_type(entry).__name__} "
+                                 f"{_vars(entry).get('__qualname__', '') if _type(entry) is _function else ''}")
         raw = _count() - _len([t for t in _active.values() if _type(t).__name__ not in ("_MainThread", "_DummyThread")])
         if raw > baseline_raw:
             found.append(f"{raw - baseline_raw} thread(s) started with _thread.start_new_thread")

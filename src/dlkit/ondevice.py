@@ -106,7 +106,8 @@ def _absence(kind: str, framework: str) -> str:
     if kind == "fakegpu" and framework != "torch":
         return f"not run: the simulated fakegpu exists for torch only, not for {framework}"
     if kind == "xla" and framework == "tf" and xla_backend():
-        return f"not run: TensorFlow's xla is TPUStrategy, which needs a TPU; this runtime's xla is torch_xla on {xla_backend()}"
+        return (f"not run: TensorFlow's xla is TPUStrategy, which needs a TPU; "
+                f"this runtime's xla is torch_xla on {xla_backend()}")
     if kind == "xla" and framework == "torch" and xla_backend() and xla_blocked():
         return f"not run: {xla_blocked()}"
     return f"not run: this runtime has no {kind}"

@@ -19,7 +19,8 @@ def rows_for(student: str, failing: set[str], devices: tuple[str, ...] = ("",)) 
 
 
 def blank_rows() -> list[CellResult]:
-    return [CellResult(BLANK, ASSIGNMENT, gid, 0.0, points, "error", "NotImplementedError") for gid, points in CELLS.items()]
+    return [CellResult(BLANK, ASSIGNMENT, gid, 0.0, points, "error", "NotImplementedError")
+            for gid, points in CELLS.items()]
 
 
 def verdicts_for(rows: list[CellResult], student: str) -> dict[str, bool]:
@@ -47,7 +48,8 @@ def test_a_failure_on_one_device_row_counts_and_a_skipped_row_does_not():
     rows = [CellResult(r.student_id, r.assignment, r.grade_id, 0.0 if r.grade_id in failing else r.score, r.max_score,
                        r.status, r.message, r.device) for r in rows]
     untouched = next(gid for gid in CELLS if gid not in failing)
-    rows += [CellResult(student, ASSIGNMENT, untouched, CELLS[untouched], CELLS[untouched], "skipped", "no cuda", "cuda")]
+    rows += [CellResult(student, ASSIGNMENT, untouched, CELLS[untouched], CELLS[untouched], "skipped", "no cuda",
+                        "cuda")]
     assert verdicts_for(rows, student)[student] is True
 
 

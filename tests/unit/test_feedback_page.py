@@ -58,7 +58,8 @@ def test_a_test_with_device_rows_counts_once_in_the_total():
 
 
 def test_a_voided_test_is_explained_and_a_clean_page_says_nothing_of_it():
-    tampered = render("ann", "01_tensors", [row("test_a", 0.0, 1.0, "tampered", "tampered: numpy.allclose was replaced")])
+    voided = row("test_a", 0.0, 1.0, "tampered", "tampered: numpy.allclose was replaced")
+    tampered = render("ann", "01_tensors", [voided])
     clean = render("ann", "01_tensors", [row("test_a", 0.0, 1.0, "failed", "wrong shape")])
     assert "Some tests were voided" in tampered and "scores 0 whatever your answer" in tampered
     assert "voided" not in clean

@@ -76,7 +76,8 @@ def test_a_cell_past_its_time_is_a_timeout_and_the_next_cell_still_runs(overrun)
 def test_a_kernel_ignoring_the_interrupt_is_killed_and_the_rest_says_why_it_did_not_run(overrun):
     cells, seconds = overrun
     assert errors(cells[3]) == [("CellTimeoutError", "ran past the 2 s limit and ignored the interrupt")]
-    assert errors(cells[4]) == [(NOT_RUN, "not run: cell 4 ran past the time limit and its kernel ignored the interrupt")]
+    why = "not run: cell 4 ran past the time limit and its kernel ignored the interrupt"
+    assert errors(cells[4]) == [(NOT_RUN, why)]
     assert "never printed" not in text(cells[4])
     assert seconds < 30, "the stuck kernel was given up on after the grace, not waited for"
 
@@ -91,11 +92,11 @@ def test_a_dead_kernel_costs_only_the_cells_that_did_not_run(tmp_path):
 
 def test_the_notebook_budget_caps_a_cell_and_stops_the_cells_after_it(tmp_path):
     nb, seconds = execute(tmp_path, ["import time\ntime.sleep(60)", "print('never printed')"],
-                          cell_timeout=60, notebook_timeout=10)
+                          cell_timeout=60, notebook_timeout=7)
     sleeper, after = nb.cells[1:]
-    assert ("CellTimeoutError", "") in errors(sleeper), "the cell's own 60 s gave way to what was left of the 10 s"
-    assert errors(after) == [(NOTEBOOK_TIMEOUT, "not run: the notebook ran past its 10 s limit")]
-    assert seconds < 25
+    assert ("CellTimeoutError", "") in errors(sleeper), "the cell's own 60 s gave way to what was left of the 7 s"
+    assert errors(after) == [(NOTEBOOK_TIMEOUT, "not run: the notebook ran past its 7 s limit")]
+    assert seconds < 20
 
 
 def test_a_failure_in_the_graders_first_cell_is_the_machines_not_the_students(tmp_path):

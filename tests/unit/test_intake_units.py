@@ -47,7 +47,8 @@ def test_several_notebooks_none_named_after_the_assignment_are_refused_by_name(t
     write(tmp_path / "a" / "final.ipynb")
     path, problem = pick_notebook(tmp_path / "a", "01_tensors")
     assert path is None
-    assert problem == "several notebooks (draft.ipynb, final.ipynb) and none named 01_tensors.ipynb: which one is the submission?"
+    assert problem == ("several notebooks (draft.ipynb, final.ipynb) and none named 01_tensors.ipynb: "
+                       "which one is the submission?")
 
 
 def test_a_truncated_file_is_refused_with_where_the_json_broke(tmp_path):
@@ -88,7 +89,8 @@ def test_each_unusable_submission_is_an_error_row_and_the_class_is_still_found(t
     assert found["alice", "01_tensors"] is None
     assert "02_backprop.ipynb is not valid JSON" in found["alice", "02_backprop"]
     assert found["bad name!", "01_tensors"] == "student folder name 'bad name!' is not a usable student id"
-    assert found["bob", "99_nonexistent"] == "'99_nonexistent' is not an assignment of this course (known: 01_tensors, 02_backprop)"
+    assert found["bob", "99_nonexistent"] == ("'99_nonexistent' is not an assignment of this course "
+                                              "(known: 01_tensors, 02_backprop)")
     assert found["carol", "01_tensors"] == "no .ipynb file in 01_tensors/"
 
 

@@ -85,7 +85,7 @@ def test_device_rows_of_one_cell_count_once():
 
 
 def guarded(grade_id: str, outputs: list, checked: bool = True, points: float = 1.0, nonce: str = "c0ffee"):
-    """A test cell as the grader ran it: bracketed by integrity requests, its after-check marker printed if `checked`."""
+    """A test cell as the grader ran it: between integrity requests, its after-check marker printed if `checked`."""
     source = "\n".join([integrity.request("before", grade_id), HIDDEN, integrity.request("after", grade_id, (), nonce)])
     marker = [stdout(f"{integrity.MARKER} {grade_id} {nonce}\n")] if checked else []
     return graded_cell(grade_id, source, points, outputs + marker)
@@ -95,16 +95,15 @@ def device(kind: str, status: str, message: str = "") -> str:
     return DEVICE_MARKER + json.dumps({"device": kind, "status": status, "message": message}) + "\n"
 
 
-@pytest.fixture
-def rows(tmp_path) -> dict[tuple[str, str], CellResult]:
-    """collect() on a workspace with one test cell per outcome, graded on cpu and fakegpu; rows by (grade_id, device)."""
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory) -> dict[tuple[str, str], CellResult]:
+    """collect() on a workspace with a test cell per outcome, graded on cpu and fakegpu; rows by (grade_id, device)."""
     ids = ["test_pass", "test_fail", "test_timeout", "test_unchecked", "test_devices", "test_partial", "test_missing"]
     source = notebook(*(graded_cell(gid, HIDDEN, 2.0 if gid == "test_devices" else 1.0) for gid in ids))
+    quoting_hidden_source = error("AssertionError", "wrong shape", ["Traceback", HIDDEN, "AssertionError: wrong shape"])
     autograded = notebook(
         guarded("test_pass", []),
-        guarded("test_fail", [stdout(f"{SEED_MARKER} 1234\n"),
-                              error("AssertionError", "wrong shape", ["Traceback", HIDDEN, "AssertionError: wrong shape"])],
-                checked=False),
+        guarded("test_fail", [stdout(f"{SEED_MARKER} 1234\n"), quoting_hidden_source], checked=False),
         guarded("test_timeout", [error("KeyboardInterrupt"), error("CellTimeoutError")], checked=False),
         guarded("test_unchecked", [stdout("all good\n")], checked=False),
         guarded("test_devices", [stdout(device("cpu", "passed") + device("fakegpu", "failed", "tensors on two devices")
@@ -115,14 +114,15 @@ def rows(tmp_path) -> dict[tuple[str, str], CellResult]:
     autograded.cells[4].outputs.append(error("AssertionError", "on fakegpu: tensors on two devices"))
     scores = {"test_pass": 1.0, "test_fail": 0.0, "test_timeout": 0.0, "test_unchecked": 1.0, "test_devices": 0.0,
               "test_partial": 0.5}
-    workspace, source_path = graded_workspace(tmp_path, "ann", "a1", source, autograded, scores)
+    workspace, source_path = graded_workspace(tmp_path_factory.mktemp("ws"), "ann", "a1", source, autograded, scores)
     found = collect(workspace, source_path, True, "", ["cpu", "fakegpu"])
     assert all(r.student_id == "ann" and r.assignment == "a1" for r in found)
     return {(r.grade_id, r.device): r for r in found}
 
 
 def test_a_passing_test_scores_full_without_a_message(rows):
-    assert (rows["test_pass", ""].status, rows["test_pass", ""].score, rows["test_pass", ""].message) == ("passed", 1.0, "")
+    row = rows["test_pass", ""]
+    assert (row.status, row.score, row.message) == ("passed", 1.0, "")
 
 
 def test_a_failure_keeps_the_assertion_message_and_seed_but_not_the_traceback(rows):

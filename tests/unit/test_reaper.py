@@ -56,12 +56,21 @@ def alive(pid: int) -> bool:
         return False
 
 
+def kill_if_alive(pid: int) -> None:
+    """Kill the sleep this test started if the clean-up under test missed it."""
+    if alive(pid):
+        os.kill(pid, signal.SIGKILL)
+
+
 def test_a_detached_process_is_adopted_and_killed_and_the_spared_one_survives():
     report = run_worker("subreaper")
-    assert report["orphan_parent"] == report["worker"], "the subreaper worker adopts what its children detach"
-    assert report["killed"] == 1, "only the orphan: the spared shell and its sleep are left alone"
-    assert not report["orphan_alive"] and not alive(report["orphan"])
-    assert report["spared_alive"]
+    try:
+        assert report["orphan_parent"] == report["worker"], "the subreaper worker adopts what its children detach"
+        assert report["killed"] == 1, "only the orphan: the spared shell and its sleep are left alone"
+        assert not report["orphan_alive"] and not alive(report["orphan"])
+        assert report["spared_alive"]
+    finally:
+        kill_if_alive(report["orphan"])
 
 
 def test_without_the_subreaper_a_detached_process_escapes_the_clean_up():
@@ -71,5 +80,4 @@ def test_without_the_subreaper_a_detached_process_escapes_the_clean_up():
         assert report["orphan_parent"] != report["worker"]
         assert report["killed"] == 0 and report["orphan_alive"]
     finally:
-        if alive(report["orphan"]):
-            os.kill(report["orphan"], signal.SIGKILL)  # the sleep this test started
+        kill_if_alive(report["orphan"])

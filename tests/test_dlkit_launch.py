@@ -259,3 +259,30 @@ def test_without_a_fork_server_each_rank_is_a_fresh_interpreter(monkeypatch):
     assert launch(allreduce_worker, 2, timeout=120, echo=False) == [3.0, 3.0]
     with pytest.raises(WorkerError, match="exited with code 7 without a result"):
         launch(die_hard, 2, timeout=60, echo=False)
+
+
+WHERE = """
+import sys
+sys.path.insert(0, %r)
+import dlkit
+
+def where(rank, world_size):
+    return sys.modules["dlkit.launch"].__file__
+
+if __name__ == "__main__":
+    print("LAUNCHER", sys.modules["dlkit.launch"].__file__)
+    print("RANKS", *dlkit.launch(where, 2, timeout=120, echo=False))
+"""
+
+
+def test_ranks_run_the_dlkit_the_launcher_imported_even_from_a_sys_path_changed_at_run_time(tmp_path):
+    """A notebook may put a checkout first on sys.path while another dlkit is installed: the fork server
+    must preload the launcher's, not the one the interpreter finds by default."""
+    script = tmp_path / "script.py"
+    script.write_text(WHERE % SRC)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    assert lines["LAUNCHER"].startswith(SRC)
+    assert lines["RANKS"].split() == [lines["LAUNCHER"]] * 2

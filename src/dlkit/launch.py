@@ -104,22 +104,27 @@ def _preload() -> list[str]:
 def _fork_server() -> int | None:
     """Start the stdlib fork server if it is not running (again, if it died); its pid, None where there is none.
 
-    It asks NVML, not the CUDA runtime, whether a GPU is there (torch reads the variable when
-    imported): a rank forked after cudaGetDeviceCount cannot use CUDA. The server inherits the
-    launcher's environment when it starts, so the variable is set for that moment only."""
+    The server inherits the launcher's environment when it starts, and two variables are set for
+    that moment only. PYTORCH_NVML_BASED_CUDA_CHECK: torch asks NVML, not the CUDA runtime, whether
+    a GPU is there (a rank forked after cudaGetDeviceCount cannot use CUDA). PYTHONPATH: the
+    launcher's sys.path, so that the preload imports the modules the launcher would (Python 3.11's
+    server ignores the sys.path it is given; a notebook that put a checkout first on sys.path would
+    get its ranks a stale dlkit from the installed one)."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return None
     with _SERVER_LOCK:
         forkserver.set_forkserver_preload(_preload())
-        saved = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
-        os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+        for_server = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        saved = {name: os.environ.get(name) for name in for_server}
+        os.environ.update(for_server)
         try:
             forkserver.ensure_running()
         finally:
-            if saved is None:
-                del os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"]
-            else:
-                os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = saved
+            for name, value in saved.items():
+                if value is None:
+                    del os.environ[name]
+                else:
+                    os.environ[name] = value
         return forkserver._forkserver._forkserver_pid  # the stdlib exposes no public accessor
 
 

@@ -286,3 +286,17 @@ def test_ranks_run_the_dlkit_the_launcher_imported_even_from_a_sys_path_changed_
     lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
     assert lines["LAUNCHER"].startswith(SRC)
     assert lines["RANKS"].split() == [lines["LAUNCHER"]] * 2
+
+
+def test_a_rank_imports_no_submodule_just_because_the_launcher_had_it():
+    """cloudpickle would import in the rank torch.distributed.optim (imported here) for a function that uses `dist`
+    and mentions `optim`; ranks that import it before their process group can hang (see launch._dumps)."""
+    import torch.distributed as dist
+    import torch.distributed.optim  # noqa: F401
+
+    def uses_dist_optim(rank, world_size):
+        if rank < 0:
+            return dist.optim
+        return "torch.distributed.optim" in sys.modules
+
+    assert launch(uses_dist_optim, 1, timeout=60, echo=False) == [False]

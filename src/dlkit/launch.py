@@ -14,7 +14,8 @@ fork start method copies a process that may already run torch's thread pools, an
 (functions, lambdas, classes, and the globals they use) by value and the rest by reference; the
 processes themselves are ordinary `multiprocessing` processes. A script that calls `launch` must
 do so under `if __name__ == "__main__":`, as any multiprocessing program: each rank imports the
-script again (as `__mp_main__`) before it runs.
+script again (as `__mp_main__`) before it runs, as each rank of `torchrun` runs it (a notebook's
+`__main__` is not run again).
 
 Why a fork server (the stdlib's `forkserver` start method; `spawn` where there is none): a fresh
 Python pays `import torch` (about 2 s) before its first line, on every rank of every launch. The
@@ -35,6 +36,7 @@ anything it started dies with it, and a worker exits by itself if the launching 
 
 from __future__ import annotations
 
+import io
 import multiprocessing
 import os
 import pickle
@@ -82,6 +84,28 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def _dumps(obj: Any) -> bytes:
+    """cloudpickle.dumps, except that a function defined in `__main__` imports no submodule when unpickled.
+
+    cloudpickle records, for each such function, every submodule the launcher has imported of a module
+    the function uses whose name the function mentions, and imports them all in the rank: a notebook
+    function that uses `dist` and says `nn` and `optim` gets its rank torch.distributed.nn and
+    torch.distributed.optim (imported in the kernel by DDP's torch._dynamo). With torch 2.13 ranks that
+    imported either before their process group existed hung in destroy_process_group, as with
+    torch._dynamo (see `_preload`). A rank imports the modules `fn` names and what `fn` imports."""
+    import cloudpickle  # here, not at the top: `import dlkit` must work where only launch needs it
+
+    class Pickler(cloudpickle.Pickler):
+        def _dynamic_function_reduce(self, func):
+            reduced = super()._dynamic_function_reduce(func)
+            reduced[2][1]["_cloudpickle_submodules"] = []  # (cls, args, (state, slotstate), ...)
+            return reduced
+
+    buffer = io.BytesIO()
+    Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buffer.getvalue()
 
 
 # ----------------------------------------------------------------------------- where ranks come from
@@ -149,12 +173,10 @@ def _rank_main(payload: bytes, rank: int, world_size: int, env: dict, log: str, 
     os.environ.clear()
     os.environ.update(env)
     try:
-        import cloudpickle  # here, not at the top: `import dlkit` must work where only launch needs it
-
         fn, args, kwargs = pickle.loads(payload)
         result = fn(rank, world_size, *args, **kwargs)
         try:
-            outcome: tuple[str, Any] = ("ok", cloudpickle.dumps(result))
+            outcome: tuple[str, Any] = ("ok", _dumps(result))
         except Exception as err:  # noqa: BLE001
             raise TypeError(f"the return value of rank {rank} ({type(result).__name__}) cannot be sent back "
                             f"to the launcher: {err}") from None
@@ -309,10 +331,8 @@ def launch(fn: Callable, world_size: int = 2, args: Sequence = (), kwargs: dict 
         raise ValueError(f"world_size must be a positive int, got {world_size!r}")
     if timeout <= 0:
         raise ValueError(f"timeout must be positive, got {timeout!r}")
-    import cloudpickle  # what it writes, plain pickle reads
-
     try:
-        payload = cloudpickle.dumps((fn, tuple(args), dict(kwargs or {})))
+        payload = _dumps((fn, tuple(args), dict(kwargs or {})))
     except Exception as err:  # noqa: BLE001  (a lock, an open file, a generator... in fn's globals or the args)
         raise TypeError(f"launch sends fn, args and kwargs to the workers with cloudpickle, and they cannot be "
                         f"pickled: {type(err).__name__}: {err}") from None

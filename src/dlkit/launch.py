@@ -152,10 +152,6 @@ def _fork_server() -> int | None:
         return forkserver._forkserver._forkserver_pid  # the stdlib exposes no public accessor
 
 
-def _context() -> multiprocessing.context.BaseContext:
-    return multiprocessing.get_context("forkserver" if _fork_server() is not None else "spawn")
-
-
 # ----------------------------------------------------------------------------- inside a rank
 
 def _rank_main(payload: bytes, rank: int, world_size: int, env: dict, log: str, answer) -> None:
@@ -165,8 +161,8 @@ def _rank_main(payload: bytes, rank: int, world_size: int, env: dict, log: str, 
     sentinel = multiprocessing.parent_process().sentinel  # ready once the launcher's end is closed: it is gone
     threading.Thread(target=lambda: (wait([sentinel]), os._exit(3)), daemon=True).start()
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
+    for target in (1, 2):
+        os.dup2(fd, target)
     os.close(fd)
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
@@ -241,7 +237,7 @@ def _receive(answer) -> tuple:
 
 
 def _run_once(payload: bytes, name: str, world_size: int, timeout: float, env: dict | None, echo: bool) -> list:
-    ctx = _context()
+    ctx = multiprocessing.get_context("forkserver" if _fork_server() is not None else "spawn")
     base_env = {**os.environ, **(env or {}), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
                 "WORLD_SIZE": str(world_size), "PYTHONUNBUFFERED": "1"}
     if sys.platform.startswith("linux") and Path("/sys/class/net/lo").exists():

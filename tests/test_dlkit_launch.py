@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -50,7 +52,7 @@ def hang_with_child(rank, world_size, folder):
 
 
 def unpicklable_result(rank, world_size):
-    return lambda: None
+    return threading.Lock()
 
 
 def alive(pid: int) -> bool:
@@ -121,15 +123,22 @@ def test_a_hanging_worker_is_killed_at_the_timeout_with_everything_it_started(tm
     assert not [p for p in pids if alive(p)], "orphaned processes left behind"
 
 
-def test_functions_that_cannot_travel_are_refused_up_front():
-    with pytest.raises(TypeError, match="top level"):
-        launch(lambda rank, world_size: rank, 2)
+def test_lambdas_and_closures_travel_and_what_cannot_is_refused_up_front():
+    assert launch(lambda rank, world_size: rank * 10, 2, timeout=60, echo=False) == [0, 10]
+    offset = 5
 
     def nested(rank, world_size):
-        return rank
+        return rank + offset
 
-    with pytest.raises(TypeError, match="top level"):
-        launch(nested, 2)
+    assert launch(nested, 2, timeout=60, echo=False) == [5, 6]
+    lock = threading.Lock()
+
+    def holds_a_lock(rank, world_size):
+        with lock:
+            return rank
+
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        launch(holds_a_lock, 2)
     with pytest.raises(ValueError):
         launch(echo_env, 0)
 
@@ -219,9 +228,9 @@ def test_ranks_fork_from_one_server_and_share_nothing_between_launches():
 
     first = launch(leave_traces, 2, args=("first",), timeout=60, echo=False, env={"DLKIT_TEST_TRACE": "given"})
     second = launch(leave_traces, 2, args=("second",), timeout=60, echo=False)
-    server = module._server
-    assert server is not None and server.alive()
-    assert {r["parent"] for r in first + second} == {server.proc.pid}, "every rank is a child of the one server"
+    server = module._fork_server()
+    assert server is not None and alive(server)
+    assert {r["parent"] for r in first + second} == {server}, "every rank is a child of the one server"
     assert len({r["pid"] for r in first + second}) == 4
     assert [r["seen"] for r in first] == [{"global": None, "env": "given"}] * 2
     assert [r["seen"] for r in second] == [{"global": None, "env": None}] * 2, \
@@ -233,19 +242,61 @@ def test_a_dead_fork_server_is_replaced():
     module = sys.modules["dlkit.launch"]
 
     launch(echo_env, 1, args=(0,), timeout=60, echo=False)
-    old = module._server
-    old.proc.kill()
-    old.proc.wait()
+    old = module._fork_server()
+    os.kill(old, signal.SIGKILL)
+    while alive(old):  # dead but not yet reaped: the launcher reaps it when it looks for its server
+        time.sleep(0.01)
     assert [r["rank"] for r in launch(echo_env, 2, args=(1,), timeout=60, echo=False)] == [0, 1]
-    assert module._server is not old and module._server.alive()
+    assert module._fork_server() not in (None, old)
 
 
 def test_without_a_fork_server_each_rank_is_a_fresh_interpreter(monkeypatch):
     module = sys.modules["dlkit.launch"]
 
-    monkeypatch.setattr(module, "_fork_server", lambda: None)
+    monkeypatch.setattr(module, "_fork_server", lambda: None)  # as where the stdlib has no forkserver
     results = launch(leave_traces, 2, args=("fresh",), timeout=120, echo=False)
     assert {r["parent"] for r in results} == {os.getpid()}, "without a server the launcher starts the ranks"
     assert launch(allreduce_worker, 2, timeout=120, echo=False) == [3.0, 3.0]
     with pytest.raises(WorkerError, match="exited with code 7 without a result"):
         launch(die_hard, 2, timeout=60, echo=False)
+
+
+WHERE = """
+import sys
+sys.path.insert(0, %r)
+import dlkit
+
+def where(rank, world_size):
+    return sys.modules["dlkit.launch"].__file__
+
+if __name__ == "__main__":
+    print("LAUNCHER", sys.modules["dlkit.launch"].__file__)
+    print("RANKS", *dlkit.launch(where, 2, timeout=120, echo=False))
+"""
+
+
+def test_ranks_run_the_dlkit_the_launcher_imported_even_from_a_sys_path_changed_at_run_time(tmp_path):
+    """A notebook may put a checkout first on sys.path while another dlkit is installed: the fork server
+    must preload the launcher's, not the one the interpreter finds by default."""
+    script = tmp_path / "script.py"
+    script.write_text(WHERE % SRC)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    assert lines["LAUNCHER"].startswith(SRC)
+    assert lines["RANKS"].split() == [lines["LAUNCHER"]] * 2
+
+
+def test_a_rank_imports_no_submodule_just_because_the_launcher_had_it():
+    """cloudpickle would import in the rank torch.distributed.optim (imported here) for a function that uses `dist`
+    and mentions `optim`; ranks that import it before their process group can hang (see launch._dumps)."""
+    import torch.distributed as dist
+    import torch.distributed.optim  # noqa: F401
+
+    def uses_dist_optim(rank, world_size):
+        if rank < 0:
+            return dist.optim
+        return "torch.distributed.optim" in sys.modules
+
+    assert launch(uses_dist_optim, 1, timeout=60, echo=False) == [False]

@@ -65,7 +65,7 @@ def alive(pid: int) -> bool:
         return True
     status = Path(f"/proc/{pid}/status")
     if status.exists():
-        state = next((l for l in status.read_text().splitlines() if l.startswith("State:")), "")
+        state = next((line for line in status.read_text().splitlines() if line.startswith("State:")), "")
         return "Z" not in state.split(":", 1)[1][:3]
     return True
 
@@ -187,7 +187,7 @@ def test_a_function_defined_in_main_with_notebook_helpers_works(tmp_path):
 
 
 def test_from_inside_a_jupyter_kernel(tmp_path):
-    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     from nbformat.v4 import new_code_cell, new_notebook
 
@@ -207,7 +207,8 @@ def test_from_inside_a_jupyter_kernel(tmp_path):
         """),
     ]
     nb = new_notebook(cells=[new_code_cell(c) for c in cells])
-    nbclient.NotebookClient(nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    nbclient.NotebookClient(nb, timeout=180, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
     text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
     assert "RESULT [62.0, 62.0]" in text
     assert "ERROR 0 KeyError" in text

@@ -19,7 +19,8 @@ from autograder.paths import REPO
 
 WORKER = """
 import json, os, subprocess, sys, time
-from autograder.isolation.limits import become_subreaper, child_pids, kill_descendants
+import psutil
+from autograder.isolation.limits import become_subreaper, kill_descendants
 
 if sys.argv[1] == "subreaper":
     become_subreaper()
@@ -28,7 +29,7 @@ detach = ("import subprocess; print(subprocess.Popen(['sleep', '300'], start_new
 orphan = int(subprocess.run([sys.executable, "-c", detach], capture_output=True, text=True, check=True).stdout)
 spared = subprocess.Popen(["sh", "-c", "sleep 300; true"])  # sh stays, with a sleep below it
 deadline = time.monotonic() + 10
-while not child_pids(spared.pid):
+while not psutil.Process(spared.pid).children():
     assert time.monotonic() < deadline, "the spared shell never started its sleep"
     time.sleep(0.02)
 parent = int(open(f"/proc/{orphan}/stat").read().rsplit(")", 1)[1].split()[1])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import shutil
@@ -25,7 +24,8 @@ def test_the_kernel_start_failure_is_read_from_nbgrader_log():
            "The above exception was the direct cause of the following exception:\n\n"
            "autograder.grading.preprocessors.KernelStartFailure: the kernel did not start: RuntimeError: "
            "Kernel died before replying to kernel_info\n")
-    assert infrastructure_failure(log) == "the kernel did not start: RuntimeError: Kernel died before replying to kernel_info"
+    assert infrastructure_failure(log) == ("the kernel did not start: RuntimeError: "
+                                           "Kernel died before replying to kernel_info")
     assert infrastructure_failure("[ERROR] AssertionError: the student's test failed") is None
     assert infrastructure_failure("") is None
 
@@ -69,7 +69,6 @@ def test_processes_that_fork_kernels_or_ranks_never_initialise_cuda():
     when imported, which the zygote preloads. With PYTORCH_NVML_BASED_CUDA_CHECK=1 it asks NVML.
     """
     from autograder.execution import warm
-    launch = importlib.import_module("dlkit.launch")  # the module: `dlkit.launch` is also the re-exported function
 
     zygote = warm.Zygote(("torch",))
     try:
@@ -77,9 +76,14 @@ def test_processes_that_fork_kernels_or_ranks_never_initialise_cuda():
         assert _environment_of(zygote.pid).get("PYTORCH_NVML_BASED_CUDA_CHECK") == "1"
     finally:
         zygote.close()
-    server = launch._fork_server()  # the stdlib forkserver's pid; it ends with this process
-    assert server is not None
-    assert _environment_of(server).get("PYTORCH_NVML_BASED_CUDA_CHECK") == "1"
+    # In a fresh process, as in a student's kernel: the stdlib fork server is one per process, and a
+    # test run may already have one that something else (Dask, say) started.
+    probe = ("import importlib, pathlib; m = importlib.import_module('dlkit.launch');"
+             "environ = pathlib.Path(f'/proc/{m._fork_server()}/environ');"
+             "print(b'PYTORCH_NVML_BASED_CUDA_CHECK=1' in environ.read_bytes().split(bytes(1)))")
+    server = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert server.stdout.strip() == "True", server.stdout + server.stderr
     probe = subprocess.run([sys.executable, "-c", "import torch.cuda; print(torch.cuda._nvml_based_avail())"],
                            env={**os.environ, **warm.ZYGOTE_ENV}, capture_output=True, text=True, check=True)
     assert probe.stdout.strip() == "True", "torch no longer reads the variable: find its new switch"

@@ -26,7 +26,9 @@ preloads modules only (see `_preload`): never `__main__` (the stdlib's default, 
 the user's script or notebook again, tensor operations included), no tensor operation (the first
 one starts torch's intra-op thread pool, which a forked child inherits as a lock held by a thread
 that does not exist), no CUDA (a process forked after CUDA initialised cannot use it), and not
-torch._dynamo. The preload is process-global and read only when the server starts.
+torch._dynamo. The preload is process-global and read only when the server starts; a process has one
+stdlib fork server, so if something else started it first (Python 3.14 makes forkserver the default
+start method), ranks fork from that one: they still work, and import what it did not preload.
 
 Failures are loud and leave nothing behind: when a worker raises, the others are killed and
 `WorkerError` names the rank and shows its traceback; past `timeout` seconds every worker is killed

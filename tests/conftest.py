@@ -1,4 +1,4 @@
-"""What unit and pipeline tests share: the release build (once per session) and a CSV reader.
+"""What unit and pipeline tests share: the release build (once per session), a CSV reader, a stripped notebook.
 
 tests/unit/ runs no grading and no whole notebook; tests/pipeline/ does (its conftest.py grades the
 compact class once per session, and tests/pipeline/grader.py is the one way tests run the grader).
@@ -6,9 +6,11 @@ compact class once per session, and tests/pipeline/grader.py is the one way test
 
 from __future__ import annotations
 
+import copy
 import csv
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from autograder.authoring.release import build_release
@@ -22,3 +24,15 @@ def release() -> dict[str, Path]:
 def read_csv(path: Path) -> list[dict]:
     with open(path, newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
+
+
+def stripped(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """What a notebook pasted cell by cell into a fresh one looks like: no nbgrader metadata, no cell ids."""
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        cell.metadata.pop("nbgrader", None)
+        cell.metadata.pop("deletable", None)
+        cell.metadata.pop("editable", None)
+        cell.pop("id", None)
+    nb.nbformat_minor = 4
+    return nb

@@ -30,6 +30,7 @@ from nbformat.v4 import new_code_cell
 from autograder.authoring.samples import SUBMISSIONS, expected_failures, reference_submission
 from autograder.course import assignments
 from autograder.paths import NOTEBOOKS
+from tests.conftest import stripped
 
 # KIT_ASSIGNMENTS=02_backprop limits the compact class to some assignments while authoring one;
 # `make test` and CI grade them all.
@@ -183,18 +184,6 @@ def add_editor_variants(class_dir: Path) -> None:
 
 
 # --- Notebooks that lost their metadata, or are links (test_recover_metadata.py) ------------------------------
-
-def stripped(nb):
-    """What a notebook pasted cell by cell into a fresh one looks like: no nbgrader metadata, no cell ids."""
-    nb = copy.deepcopy(nb)
-    for cell in nb.cells:
-        cell.metadata.pop("nbgrader", None)
-        cell.metadata.pop("deletable", None)
-        cell.metadata.pop("editable", None)
-        cell.pop("id", None)
-    nb.nbformat_minor = 4
-    return nb
-
 
 def add_recovery_cases(class_dir: Path) -> None:
     """A stripped reference (graded in full), an ambiguous one (refused) and a symlink (refused)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 from pathlib import Path
 
 import pytest
@@ -34,3 +35,18 @@ def graded(release, class_dir, submitted_digest, tmp_path_factory) -> Graded:
     if compact_class.FILTER:
         flags += ["--assignments", ",".join(compact_class.FILTER)]
     return run_grader(class_dir, tmp_path_factory.mktemp("grades"), *flags, workers=2, timeout=3600)
+
+
+#: Students of the compact class graded again on a local Dask cluster: the engine's three outcomes
+#: (full marks, one mistake, a dead kernel) and two students with the same wrong answer (their seeds differ).
+REGRADED = ["reference", "buggy_fma", "hostile_kills_kernel", "seeded_ann", "seeded_bob"]
+
+
+@pytest.fixture(scope="session")
+def regraded_on_dask(graded, class_dir, tmp_path_factory) -> Graded:
+    """REGRADED graded a second time, on the other engine (test_engines, test_seeding)."""
+    again = tmp_path_factory.mktemp("regrade")
+    for student in REGRADED:
+        shutil.copytree(class_dir / student / "01_tensors", again / student / "01_tensors")
+    return run_grader(again, tmp_path_factory.mktemp("regrade-grades"), "--assignments", "01_tensors",
+                      "--cell-timeout", compact_class.CELL_TIMEOUT, "--engine", "dask", workers=2)

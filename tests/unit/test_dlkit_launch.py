@@ -63,7 +63,7 @@ def alive(pid: int) -> bool:
         return True
     status = Path(f"/proc/{pid}/status")
     if status.exists():
-        state = next((l for l in status.read_text().splitlines() if l.startswith("State:")), "")
+        state = next((line for line in status.read_text().splitlines() if line.startswith("State:")), "")
         return "Z" not in state.split(":", 1)[1][:3]
     return True
 
@@ -178,7 +178,7 @@ def test_a_function_defined_in_main_with_notebook_helpers_works(tmp_path):
 
 
 def test_from_inside_a_jupyter_kernel(tmp_path):
-    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     from nbformat.v4 import new_code_cell, new_notebook
 

@@ -19,7 +19,7 @@ from autograder.authoring import ta_notebook
 from autograder.authoring.samples import SUBMISSIONS, expected_failures
 from autograder.course import assignments
 from autograder.grading.results import autograded_cells
-from autograder.paths import REPO
+from autograder.paths import REPO, TA_NOTEBOOK
 from tests.conftest import read_csv
 
 pytestmark = pytest.mark.pipeline
@@ -31,7 +31,7 @@ def test_grades_a_small_class_outside_colab(release, tmp_path, monkeypatch):
     class_dir, out = tmp_path / "class", tmp_path / "grades"
     for student in STUDENTS:
         shutil.copytree(SUBMISSIONS / student / ASSIGNMENT, class_dir / student / ASSIGNMENT)
-    nb = nbformat.read(ta_notebook.SOURCE, as_version=4)
+    nb = nbformat.read(TA_NOTEBOOK, as_version=4)
     at = nb.cells.index(ta_notebook.parameters_cell(nb)) + 1
     nb.cells.insert(at, new_code_cell(
         f"KIT_DIR = {str(REPO)!r}\nMOUNT_DRIVE = False\nSUBMISSIONS = {str(class_dir)!r}\nOUT = {str(out)!r}\n"

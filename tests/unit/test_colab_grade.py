@@ -6,10 +6,11 @@ from __future__ import annotations
 import nbformat
 
 from autograder.authoring import ta_notebook
+from autograder.paths import TA_NOTEBOOK
 
 
 def test_notebook_is_valid_committed_clean_and_names_no_repository():
-    nb = nbformat.read(ta_notebook.SOURCE, as_version=4)
+    nb = nbformat.read(TA_NOTEBOOK, as_version=4)
     nbformat.validate(nb)
     assert not [c.id for c in nb.cells if c.cell_type == "code" and (c.outputs or c.execution_count)]
     params = ta_notebook.parameters_cell(nb).source

@@ -43,7 +43,7 @@ REGRADED = ["reference", "buggy_fma", "hostile_kills_kernel", "seeded_ann", "see
 
 
 @pytest.fixture(scope="session")
-def regraded_on_dask(graded, class_dir, tmp_path_factory) -> Graded:
+def regraded_on_dask(release, class_dir, tmp_path_factory) -> Graded:
     """REGRADED graded a second time, on the other engine (test_engines, test_seeding)."""
     again = tmp_path_factory.mktemp("regrade")
     for student in REGRADED:

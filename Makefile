@@ -13,7 +13,7 @@ GRADE_FLAGS ?=
 DEVICES     ?= auto
 NOTEBOOK    ?= 07_deployment
 
-.PHONY: venv release publish grade demo slides test test-xla accuracy bench gpu-check colab-rehearsal clean
+.PHONY: venv release publish grade demo slides test test-fast test-xla accuracy bench gpu-check colab-rehearsal clean
 
 venv: $(VENV)/.installed
 
@@ -51,8 +51,13 @@ demo: release
 slides: venv
 	$(PY) -m autograder.authoring.slides
 
+## Every test but tests/xla: the unit tests, then the pipeline tests (real grading runs, browsers; at most ~10 min)
 test: venv
 	$(PY) -m pytest
+
+## The unit tests only (tests/unit: no grading run, no whole notebook; under 2 minutes), ruff included
+test-fast: venv
+	$(PY) -m pytest tests/unit
 
 # The second environment: torch_xla pins torch 2.9.0 exactly, so the kit goes in without its dependencies
 # and requirements-xla.txt brings the rest (about 7 GB: torch 2.9.0 from PyPI pulls CUDA libraries).

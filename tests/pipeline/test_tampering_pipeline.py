@@ -1,4 +1,4 @@
-"""Grade the tampering samples for real: each attack that kept its points before now voids the tests it touched.
+"""Grade the tampering samples for real (in the compact class): each attack that kept its points now voids its tests.
 
 Before dlkit.integrity checked broadly, each of these samples scored full marks with wrong answers
 (measured when they were written: see the commit that added them). Here they must lose exactly the
@@ -9,16 +9,13 @@ changed, and the TA must get the summary and OUT/tampered.csv.
 from __future__ import annotations
 
 import csv
-import shutil
-import subprocess
-import sys
 
 import pytest
 
-from autograder.authoring.samples import SUBMISSIONS, expected_failures
-from autograder.paths import REPO
+from autograder.authoring.samples import expected_failures
+from tests.pipeline.compact_class import FILTER
 
-pytestmark = pytest.mark.pipeline
+pytestmark = [pytest.mark.pipeline, pytest.mark.skipif(bool(FILTER), reason="KIT_ASSIGNMENTS limits the graded class")]
 
 #: sample -> {test: what its message must say}; every other expected failure may be plain "failed".
 TAMPERED = {
@@ -34,23 +31,9 @@ TAMPERED = {
 }
 
 
-@pytest.fixture(scope="module")
-def graded(release, tmp_path_factory):
-    class_dir = tmp_path_factory.mktemp("class")
-    for student in TAMPERED:
-        shutil.copytree(SUBMISSIONS / student, class_dir / student)
-    out = tmp_path_factory.mktemp("grades")
-    proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(class_dir), str(out), "--workers", "2",
-                           "--assignments", "01_tensors"], cwd=REPO, capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    with open(out / "results.csv", newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    return {"out": out, "stdout": proc.stdout, "rows": rows}
-
-
 @pytest.mark.parametrize("student", TAMPERED)
 def test_tampering_sample_loses_its_tests_as_tampered(graded, student):
-    rows = {r["grade_id"]: r for r in graded["rows"] if r["student_id"] == student}
+    rows = graded.rows(student)
     failing = expected_failures()["01_tensors"][student]
     assert sorted(g for g, r in rows.items() if r["status"] != "passed") == sorted(failing), \
         {g: (r["status"], r["message"]) for g, r in rows.items()}
@@ -61,9 +44,9 @@ def test_tampering_sample_loses_its_tests_as_tampered(graded, student):
 
 
 def test_the_ta_gets_a_summary_and_a_list(graded):
-    assert "TAMPERING:" in graded["stdout"]
-    with open(graded["out"] / "tampered.csv", newline="", encoding="utf-8") as f:
+    assert "TAMPERING:" in graded.stdout
+    with open(graded.out / "tampered.csv", newline="", encoding="utf-8") as f:
         listed = {(r["student_id"], r["grade_id"]) for r in csv.DictReader(f)}
     assert {(s, g) for s, tests in TAMPERED.items() for g in tests} <= listed
-    feedback = (graded["out"] / "feedback" / "hostile_degenerate_rng" / "01_tensors" / "feedback.html").read_text()
+    feedback = (graded.out / "feedback" / "hostile_degenerate_rng" / "01_tensors" / "feedback.html").read_text()
     assert "tampered" in feedback and "numpy.random.default_rng was replaced" in feedback

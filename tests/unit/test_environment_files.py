@@ -1,11 +1,10 @@
 """environment.yml (conda) and pyproject.toml (pip) must pin the same course environment."""
 
 import re
-from pathlib import Path
 
 import tomllib
 
-REPO = Path(__file__).resolve().parent.parent
+from autograder.paths import REPO
 
 
 def pyproject_pins() -> set[str]:

@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.authoring.samples import SUBMISSIONS
-from autograder.paths import REPO
-
-from .conftest import read_csv
+from tests.pipeline.grader import copy_samples, finish, start_grader
 
 pytestmark = pytest.mark.pipeline
-STUDENTS = ["reference", "buggy_fma", "buggy_pool_zero"]
-
-
-def grade(class_dir: Path, out: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "autograder.grade", str(class_dir), str(out), "--workers", "1",
-                             "--assignments", "01_tensors"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+STUDENTS = ["reference", "buggy_fma"]
 
 
 def processes_mentioning(text: str) -> list[str]:
@@ -40,34 +28,29 @@ def processes_mentioning(text: str) -> list[str]:
 
 
 def test_interrupted_grading_resumes_without_loss_or_double_counting(release, tmp_path):
-    class_dir = tmp_path / "class"
-    for student in STUDENTS:
-        shutil.copytree(SUBMISSIONS / student, class_dir / student)
+    class_dir = copy_samples(tmp_path / "class", [(student, "01_tensors") for student in STUDENTS])
     out = tmp_path / "out"
-    first = grade(class_dir, out)
+    first = start_grader(class_dir, out, "--assignments", "01_tensors", workers=1)
     deadline = time.monotonic() + 300
     while not list((out / ".done").glob("*.json")) and time.monotonic() < deadline:
         assert first.poll() is None, first.communicate()
         time.sleep(0.2)
     first.send_signal(signal.SIGINT)
-    _, err = first.communicate(timeout=60)
-    assert first.returncode == 130, err
+    err = finish(first, out, expect_status=130, timeout=60).stderr
     assert "run the same command to finish" in err
     time.sleep(1)
     assert not processes_mentioning(str(out)), "a worker or kernel outlived the interrupted run"
     done_before = len(list((out / ".done").glob("*.json")))
     assert 1 <= done_before < len(STUDENTS)
 
-    second = grade(class_dir, out)
-    _, err = second.communicate(timeout=600)
-    assert second.returncode == 0, err
-    assert f"{done_before} submissions already graded" in err
-    rows = read_csv(out / "results.csv")
-    keys = [(r["student_id"], r["grade_id"], r["device"]) for r in rows]
+    second = finish(start_grader(class_dir, out, "--assignments", "01_tensors", workers=1), out, timeout=600)
+    assert f"{done_before} submissions already graded" in second.stderr
+    keys = [(r["student_id"], r["grade_id"], r["device"]) for r in second.results]
     assert len(keys) == len(set(keys)), "a test was counted twice"
-    assert {r["student_id"] for r in rows} == set(STUDENTS)
-    scores = {g["student_id"]: float(g["score"]) for g in read_csv(out / "grades.csv")}
-    assert scores == {"reference": 12.0, "buggy_fma": 11.0, "buggy_pool_zero": 11.0}, [r["message"] for r in rows if r["status"] != "passed"][:3]
+    assert {r["student_id"] for r in second.results} == set(STUDENTS)
+    scores = {g["student_id"]: float(g["score"]) for g in second.grades}
+    assert scores == {"reference": 12.0, "buggy_fma": 11.0}, \
+        [r["message"] for r in second.results if r["status"] != "passed"][:3]
     with Gradebook(f"sqlite:///{out / 'gradebook.db'}") as gb:  # the class gradebook: each submission once
         recorded = {(s.student.id, s.assignment.name): s.score for s in gb.assignment_submissions("01_tensors")}
     assert recorded == {(student, "01_tensors"): score for student, score in scores.items()}

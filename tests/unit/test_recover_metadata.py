@@ -1,16 +1,13 @@
 """A notebook that lost its grading metadata is graded exactly, or refused with what to do (recover.py).
 
 Unit tests rebuild stripped copies of every reference submission against the real release
-(build/release, built once per session); one pipeline test grades such a notebook, and a
-symlinked one, through `python -m autograder.grade`.
+(build/release, built once per session); tests/pipeline/test_recover_metadata.py grades such a
+notebook, and a symlinked one, through `python -m autograder.grade`.
 """
 
 from __future__ import annotations
 
 import copy
-import csv
-import subprocess
-import sys
 
 import nbformat
 import pytest
@@ -19,7 +16,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from autograder.authoring.samples import SUBMISSIONS, reference_submission
 from autograder.course import assignments
 from autograder.grading.recover import ADVICE, RecoveryError, rebuild
-from autograder.paths import NOTEBOOKS, REPO
+from tests.conftest import stripped
 
 ALL = list(assignments())
 
@@ -38,18 +35,6 @@ def grade_id(cell) -> str | None:
 
 def is_solution(cell) -> bool:
     return bool(cell.get("metadata", {}).get("nbgrader", {}).get("solution"))
-
-
-def stripped(nb):
-    """What a notebook pasted cell by cell into a fresh one looks like: no nbgrader metadata, no cell ids."""
-    nb = copy.deepcopy(nb)
-    for cell in nb.cells:
-        cell.metadata.pop("nbgrader", None)
-        cell.metadata.pop("deletable", None)
-        cell.metadata.pop("editable", None)
-        cell.pop("id", None)
-    nb.nbformat_minor = 4
-    return nb
 
 
 def solutions(nb) -> dict[str, str]:
@@ -226,39 +211,6 @@ def test_one_cell_answering_two_exercises_is_refused(built):
 def test_a_notebook_that_answers_nothing_recognisable_is_refused(built):
     student = new_notebook(cells=[new_code_cell("def my_conv(x, w):\n    return x")])
     assert "none of its cells defines" in refusal(built, student)
-
-
-@pytest.mark.pipeline
-def test_a_stripped_reference_gets_full_marks_an_ambiguous_one_and_a_symlink_error_rows(release, tmp_path):
-    class_dir = tmp_path / "class"
-    folder = class_dir / "stripped" / "01_tensors"
-    folder.mkdir(parents=True)
-    nbformat.write(stripped(reference("01_tensors")), folder / "01_tensors.ipynb")
-    ambiguous = stripped(reference("01_tensors"))
-    ambiguous.cells.append(new_code_cell("def conv2d_single(x, w):\n    return x"))
-    del ambiguous.cells[-1]["id"]  # nbformat 4.4, like the rest of it
-    (class_dir / "ambiguous" / "01_tensors").mkdir(parents=True)
-    nbformat.write(ambiguous, class_dir / "ambiguous" / "01_tensors" / "01_tensors.ipynb")
-    (class_dir / "linked" / "01_tensors").mkdir(parents=True)
-    (class_dir / "linked" / "01_tensors" / "01_tensors.ipynb").symlink_to(NOTEBOOKS / "01_tensors.ipynb")
-    out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(class_dir), str(out), "--workers", "1",
-                           "--assignments", "01_tensors"], cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    assert "cannot grade linked/01_tensors: 01_tensors.ipynb cannot be read: it is a symbolic link" in proc.stderr
-    assert "note: stripped/01_tensors: it lost its grading metadata" in proc.stderr
-    with open(out / "grades.csv", newline="") as f:
-        grades = {row["student_id"]: row for row in csv.DictReader(f)}
-    assert (float(grades["stripped"]["score"]), float(grades["stripped"]["max_score"])) == (12.0, 12.0)
-    assert float(grades["linked"]["score"]) == 0.0
-    with open(out / "results.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    linked = [row for row in rows if row["student_id"] == "linked"]
-    assert len(linked) == 10 and all(r["status"] == "error" and "symbolic link" in r["message"] for r in linked)
-    refused = [row for row in rows if row["student_id"] == "ambiguous"]
-    assert len(refused) == 10 and all(r["status"] == "error" and "2 cells answer conv2d_single" in r["message"]
-                                      for r in refused)
-    assert "cannot grade ambiguous/01_tensors: this notebook has lost its grading metadata" in proc.stderr
 
 
 def test_an_answer_that_only_assigns_is_recognised_by_the_variable():

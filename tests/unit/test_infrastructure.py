@@ -1,18 +1,17 @@
-"""A failure of the grading machine is never a student's zero: retried once cold, then the run stops."""
+"""A failure of the grading machine is never a student's zero: how it is recognised, and what kernels get.
+
+tests/pipeline/test_infrastructure.py grades with a kernel that cannot start.
+"""
 
 from __future__ import annotations
 
-import importlib
-import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from autograder.authoring.samples import SUBMISSIONS
 from autograder.grading.autograde import infrastructure_failure
 from autograder.options import GradingOptions
 from autograder.paths import REPO
@@ -25,34 +24,10 @@ def test_the_kernel_start_failure_is_read_from_nbgrader_log():
            "The above exception was the direct cause of the following exception:\n\n"
            "autograder.grading.preprocessors.KernelStartFailure: the kernel did not start: RuntimeError: "
            "Kernel died before replying to kernel_info\n")
-    assert infrastructure_failure(log) == "the kernel did not start: RuntimeError: Kernel died before replying to kernel_info"
+    assert infrastructure_failure(log) == ("the kernel did not start: RuntimeError: "
+                                           "Kernel died before replying to kernel_info")
     assert infrastructure_failure("[ERROR] AssertionError: the student's test failed") is None
     assert infrastructure_failure("") is None
-
-
-@pytest.mark.pipeline
-def test_a_kernel_that_cannot_start_stops_the_run_and_records_no_grade(tmp_path):
-    """A broken kernel install (its kernelspec runs a command that exits at once) fails every start."""
-    spec_dir = tmp_path / "jupyter" / "kernels" / "python3"
-    spec_dir.mkdir(parents=True)
-    (spec_dir / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-c", "import sys; sys.exit(3)", "-f", "{connection_file}"],
-        "display_name": "Python 3 (broken install)", "language": "python"}))
-    class_dir = tmp_path / "class"
-    shutil.copytree(SUBMISSIONS / "reference" / "01_tensors", class_dir / "alice" / "01_tensors")
-    out = tmp_path / "out"
-    env = dict(os.environ, JUPYTER_PATH=str(tmp_path / "jupyter"))
-    proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(class_dir), str(out), "--workers", "1",
-                           "--cold-kernels", "--assignments", "01_tensors"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 3, proc.stdout + proc.stderr
-    assert "grading stopped because the grading machine failed, not a student" in proc.stderr
-    assert "alice/01_tensors: the kernel did not start" in proc.stderr
-    assert "and again with a cold kernel" in proc.stderr
-    worker_logs = "".join(p.read_text() for p in (out / "logs").glob("worker-*.log"))
-    assert "retrying once with a cold kernel" in worker_logs
-    assert not (out / "grades.csv").exists() and not (out / "results.csv").exists()
-    assert not (out / ".done").exists() or not any((out / ".done").iterdir()), "nothing stored for a resume"
 
 
 def _environment_of(pid: int) -> dict[str, str]:
@@ -69,7 +44,6 @@ def test_processes_that_fork_kernels_or_ranks_never_initialise_cuda():
     when imported, which the zygote preloads. With PYTORCH_NVML_BASED_CUDA_CHECK=1 it asks NVML.
     """
     from autograder.execution import warm
-    launch = importlib.import_module("dlkit.launch")  # the module: `dlkit.launch` is also the re-exported function
 
     zygote = warm.Zygote(("torch",))
     try:
@@ -77,12 +51,14 @@ def test_processes_that_fork_kernels_or_ranks_never_initialise_cuda():
         assert _environment_of(zygote.pid).get("PYTORCH_NVML_BASED_CUDA_CHECK") == "1"
     finally:
         zygote.close()
-    server = launch._fork_server()
-    assert server is not None
-    try:
-        assert _environment_of(server.proc.pid).get("PYTORCH_NVML_BASED_CUDA_CHECK") == "1"
-    finally:
-        server.stop()
+    # In a fresh process, as in a student's kernel: the stdlib fork server is one per process, and a
+    # test run may already have one that something else (Dask, say) started.
+    probe = ("import importlib, pathlib; m = importlib.import_module('dlkit.launch');"
+             "environ = pathlib.Path(f'/proc/{m._fork_server()}/environ');"
+             "print(b'PYTORCH_NVML_BASED_CUDA_CHECK=1' in environ.read_bytes().split(bytes(1)))")
+    server = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert server.stdout.strip() == "True", server.stdout + server.stderr
     probe = subprocess.run([sys.executable, "-c", "import torch.cuda; print(torch.cuda._nvml_based_avail())"],
                            env={**os.environ, **warm.ZYGOTE_ENV}, capture_output=True, text=True, check=True)
     assert probe.stdout.strip() == "True", "torch no longer reads the variable: find its new switch"

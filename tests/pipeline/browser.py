@@ -97,7 +97,8 @@ def jupyter_lab(root: Path, work: Path, *args: str, timeout: float = 90) -> Iter
                f"--LabApp.user_settings_dir={work / 'settings'}", f"--LabApp.workspaces_dir={work / 'workspaces'}",
                *args]
     with open(log, "wb") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root, start_new_session=True)
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root,
+                                start_new_session=True)
     server = Server(f"http://127.0.0.1:{port}", token, log)
     try:
         def up() -> bool:

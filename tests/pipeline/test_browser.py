@@ -227,4 +227,5 @@ def test_slides_render_with_math_with_the_network_blocked(tmp_path):
     assert shown["slides"] >= 6, f"the deck should have its slides: {shown}"
     assert shown["math"] > 0, f"the formula should be typeset by MathJax: {shown}"
     assert shown["misplaced"] == 0, f"a formula is drawn partly outside its box (typeset while hidden): {shown}"
-    assert shown["font"] and shown["mathFont"], f"the theme's and MathJax's fonts should load from the copied files: {shown}"
+    assert shown["font"] and shown["mathFont"], \
+        f"the theme's and MathJax's fonts should load from the copied files: {shown}"

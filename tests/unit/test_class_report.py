@@ -33,9 +33,11 @@ def synthetic_class(students: int = STUDENTS) -> list[CellResult]:
                 status, message = "passed", ""
                 if grade_id == "test_conv" and i % 3 == 0:
                     status = "failed"
-                    message = f"conv2d output is off at index [0, {i % 5}]: got {i * 0.37:.3f}, expected 1.25 {SEED.format(10_000 + i)}"
+                    message = (f"conv2d output is off at index [0, {i % 5}]: got {i * 0.37:.3f}, expected 1.25 "
+                               f"{SEED.format(10_000 + i)}")
                 elif grade_id == "test_matmul" and i % 10 == 0:
-                    status, message = "error", f"RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x{i % 7 + 1} and 3x4) {SEED.format(i)}"
+                    status, message = "error", (f"RuntimeError: mat1 and mat2 shapes cannot be multiplied "
+                                                f"(4x{i % 7 + 1} and 3x4) {SEED.format(i)}")
                 elif grade_id == "test_pool" and device == "fakegpu" and i % 4 == 0:
                     status, message = "failed", f"maxpool2d returned a tensor on cpu, expected fakegpu {SEED.format(i)}"
                 elif grade_id == "test_add" and i % 100 == 1:

@@ -56,8 +56,10 @@ def test_messages_lose_library_stack_frames_that_would_show_hidden_test_source()
                       "(most recent call last):\n  File \"/grader/zygote.py\", line 123, in <module>\n\n"
                       "  File \"/tmp/kit-1/ipykernel_1/123.py\", line 9, in check_one_step\n\n"
                       "Matrix size-incompatible: In[0]: [7,2], In[1]: [3,4]")
-    autograph_error = ("ValueError: in user code:\n\n    File \"/tmp/kit-1/ipykernel_1/9.py\", line 4, in hidden_helper  *\n"
-                       "        secret = expected_answer(x) * 2\n        ^^^^^^^^^^^^^^\n\n    ValueError: shapes differ")
+    autograph_error = ("ValueError: in user code:\n\n"
+                       "    File \"/tmp/kit-1/ipykernel_1/9.py\", line 4, in hidden_helper  *\n"
+                       "        secret = expected_answer(x) * 2\n        ^^^^^^^^^^^^^^\n\n"
+                       "    ValueError: shapes differ")
     for message in (without_stack_frames(tf_graph_error), without_stack_frames(autograph_error)):
         assert 'File "' not in message and "check_one_step" not in message and "hidden_helper" not in message
         assert "expected_answer" not in message and "^^^" not in message and "\n\n\n" not in message

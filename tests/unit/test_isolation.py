@@ -44,7 +44,8 @@ def test_sandbox_starts_with_a_loopback_where_no_ip_program_exists(tmp_path):
         import os, socket
         server = socket.create_server(("127.0.0.1", 0))
         socket.create_connection(server.getsockname(), timeout=5).sendall(b"hello")
-        print("pid", os.getpid(), "uid", os.getuid(), "procs", sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+        print("pid", os.getpid(), "uid", os.getuid(),
+              "procs", sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
               "got", server.accept()[0].recv(5).decode())
     """)
     proc = run_sandboxed(code, {"PATH": str(only_unshare)})

@@ -40,7 +40,8 @@ def test_every_exercise_has_tests_and_every_test_has_hidden_checks(name):
         assert nbgrader_meta(cell)["points"] > 0 and nbgrader_meta(cell)["locked"]
         # A test made of visible checks alone can be passed by hard-coding the visible answers.
         if "### BEGIN HIDDEN TESTS" not in cell.source:
-            assert "lecture" in nbgrader_meta(cell)["grade_id"], f"{nbgrader_meta(cell)['grade_id']} has no hidden checks"
+            grade_id = nbgrader_meta(cell)["grade_id"]
+            assert "lecture" in grade_id, f"{grade_id} has no hidden checks"
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

@@ -65,7 +65,8 @@ def test_the_student_repository_gets_the_release_and_the_package_but_no_source(r
     assert (dest / "assignments" / "01_tensors" / "01_tensors.ipynb").exists()
     assert (dest / "assignments" / ta_notebook.NAME).exists() and (dest / "src" / "dlkit" / "__init__.py").exists()
     assert not (dest / "notebooks").exists() and not (dest / "autograder").exists()
-    leaks = [p for p in dest.rglob("*.ipynb") if b"BEGIN HIDDEN TESTS" in p.read_bytes() or b"BEGIN SOLUTION" in p.read_bytes()]
+    leaks = [p for p in dest.rglob("*.ipynb")
+             if b"BEGIN HIDDEN TESTS" in p.read_bytes() or b"BEGIN SOLUTION" in p.read_bytes()]
     assert not leaks, leaks
     wheel = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                             "-w", str(tmp_path / "wheel"), str(dest)], capture_output=True, text=True, timeout=300)

@@ -1,4 +1,4 @@
-"""The student release, built by nbgrader: no solution and no hidden test reaches it; Colab link and setup cell on top."""
+"""The student release, built by nbgrader: no solution or hidden test reaches it; Colab link and setup cell on top."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""dlkit.integrity in a real IPython shell in a fresh subprocess: each tampering vector voids the test, honest code does not.
+"""dlkit.integrity in a real IPython shell, fresh process: each tampering vector voids the test, honest code does not.
 
 No grading run: the script snapshots, runs a "student" cell, then a test cell bracketed the way
 the grader brackets it (autograder.grading.preprocessors.GuardTests), and reports what the check said.
@@ -25,16 +25,19 @@ shell.run_cell("import dlkit.integrity\\ndlkit.integrity.snapshot(['numpy', 'tor
 cases = json.loads(sys.argv[1])
 for student, test in cases:
     student_error = shell.run_cell(student).error_in_exec
-    source = "\\n".join([integrity.request("before", "t", ("range", "len")), test, integrity.request("after", "t", ("range", "len"), "ab12")])
+    source = "\\n".join([integrity.request("before", "t", ("range", "len")), test,
+                         integrity.request("after", "t", ("range", "len"), "ab12")])
     error = shell.run_cell(source).error_in_exec
     print("RESULT " + json.dumps({"student_error": repr(student_error) if student_error else None,
-                                  "name": type(error).__name__ if error else None, "message": str(error) if error else ""}))
+                                  "name": type(error).__name__ if error else None,
+                                  "message": str(error) if error else ""}))
 """
 
 
 def check(*cases: tuple[str, str]) -> list[dict]:
     """Run (student cell, test cell) pairs in one fresh shell; the check's verdict for each."""
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps([(textwrap.dedent(s), textwrap.dedent(t)) for s, t in cases])],
+    pairs = [(textwrap.dedent(s), textwrap.dedent(t)) for s, t in cases]
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(pairs)],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     results = [json.loads(line[len("RESULT "):]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert len(results) == len(cases), proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -45,7 +48,8 @@ TEST = "import numpy as np, torch, dlkit\ndlkit.assert_close(torch.ones(3), np.o
 
 VECTORS = {
     "tensor method": ("import torch\ntorch.Tensor.numpy = lambda self, *a, **k: None", "torch.Tensor.numpy was added"),
-    "tensor python method": ("import torch\ntorch.Tensor.__array__ = lambda self, *a, **k: None", "torch.Tensor.__array__ was replaced"),
+    "tensor python method": ("import torch\ntorch.Tensor.__array__ = lambda self, *a, **k: None",
+                             "torch.Tensor.__array__ was replaced"),
     "tensor dunder": ("import torch\ntorch.Tensor.__eq__ = lambda self, other: True", "torch.Tensor.__eq__ was added"),
     "module comparison": ("import numpy\nnumpy.allclose = lambda *a, **k: True", "numpy.allclose was replaced"),
     "dlkit check": ("import dlkit.checks\ndlkit.checks.np = None", "dlkit.checks.np was replaced"),
@@ -57,10 +61,13 @@ VECTORS = {
     "torch rng": ("import torch\ntorch.randn = torch.ones", "torch.randn was replaced"),
     "numpy rng": ("import numpy\nnumpy.random.default_rng = lambda *a: None", "numpy.random.default_rng was replaced"),
     "random": ("import random\nrandom.random = lambda: 0.5", "random.random was replaced"),
-    "random class": ("import random\nrandom.Random.randint = lambda self, a, b: a", "random.Random.randint was replaced"),
-    "sys.modules": ("import sys, types\nsys.modules['numpy'] = types.ModuleType('numpy')", "sys.modules['numpy'] was replaced"),
+    "random class": ("import random\nrandom.Random.randint = lambda self, a, b: a",
+                     "random.Random.randint was replaced"),
+    "sys.modules": ("import sys, types\nsys.modules['numpy'] = types.ModuleType('numpy')",
+                    "sys.modules['numpy'] was replaced"),
     "builtin": ("import builtins\nbuiltins.sorted = lambda *a, **k: []", "builtins.sorted was replaced"),
-    "import hook": ("import builtins\nbuiltins.__import__ = builtins.__import__.__call__", "builtins.__import__ was replaced"),
+    "import hook": ("import builtins\nbuiltins.__import__ = builtins.__import__.__call__",
+                    "builtins.__import__ was replaced"),
     "meta path": ("import sys\nclass F:\n    def find_spec(self, *a): return None\nsys.meta_path.insert(0, F())",
                   "sys.meta_path was changed"),
     "trace": ("import sys\nsys.settrace(lambda *a: None)", "sys.gettrace() was replaced"),
@@ -73,9 +80,11 @@ VECTORS = {
     "shadowed builtin": ("def range(*a):\n    return []", "the notebook defines 'range'"),
     "thread": ("import threading, time\ndef loop():\n    while True: time.sleep(0.01)\n"
                "threading.Thread(target=loop, daemon=True).start()", "started by the submission"),
-    "thread subclass": ("import threading, time\nclass T(threading.Thread):\n    def run(self):\n        while True: time.sleep(0.01)\n"
+    "thread subclass": ("import threading, time\nclass T(threading.Thread):\n    def run(self):\n"
+                        "        while True: time.sleep(0.01)\n"
                         "T(daemon=True).start()", "started by the submission"),
-    "raw thread": ("import _thread, time\ndef loop():\n    while True: time.sleep(0.01)\n_thread.start_new_thread(loop, ())",
+    "raw thread": ("import _thread, time\ndef loop():\n    while True: time.sleep(0.01)\n"
+                   "_thread.start_new_thread(loop, ())",
                    "started by the submission"),
 }
 
@@ -114,15 +123,19 @@ def test_a_wrong_answer_still_fails_normally():
 
 
 HONEST = [
-    "import torch\ntorch.manual_seed(0)\ntorch.set_default_dtype(torch.float64)\ntorch.set_default_dtype(torch.float32)",
+    "import torch\ntorch.manual_seed(0)\ntorch.set_default_dtype(torch.float64)\n"
+    "torch.set_default_dtype(torch.float32)",
     "import torch\ntorch.set_num_threads(1)",
     "import numpy as np\nnp.random.seed(0)\nnp.set_printoptions(precision=3)",
     "import random\nrandom.seed(1)\nrandom.random()",
     "import warnings\nwarnings.filterwarnings('ignore', category=UserWarning)\nwarnings.warn('hello')",
-    "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nplt.style.use('ggplot')\nplt.plot([1, 2])",
+    "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+    "plt.style.use('ggplot')\nplt.plot([1, 2])",
     "import json, collections, torch.utils.data, torch.optim, torch.distributions, numpy.fft",
-    "import torch\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = torch.nn.Linear(2, 2)\n"
-    "    def forward(self, x):\n        return self.fc(x)\nnet = Net()\nseen = []\nnet.register_forward_hook(lambda m, i, o: seen.append(o.shape))\n"
+    "import torch\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    "        self.fc = torch.nn.Linear(2, 2)\n"
+    "    def forward(self, x):\n        return self.fc(x)\nnet = Net()\nseen = []\n"
+    "net.register_forward_hook(lambda m, i, o: seen.append(o.shape))\n"
     "opt = torch.optim.SGD(net.parameters(), lr=0.1)\nnet(torch.ones(1, 2)).sum().backward()\nopt.step()",
     "import torch\nclass MyTensor(torch.Tensor):\n    pass\nx = torch.ones(2).as_subclass(MyTensor)",
     "from tqdm.auto import tqdm\nfor _ in tqdm(range(3)):\n    pass",

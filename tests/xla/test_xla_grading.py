@@ -64,7 +64,8 @@ CASES = [(s, a, failing) for a, per in EXPECTED.items() for s, failing in per.it
 def test_graded_on_xla_as_expected(graded, student, assignment, failing):
     rows, grades = graded
     per_test = rows[student, assignment]
-    not_passed = {gid for gid, per in per_test.items() if any(r["status"] not in ("passed", "skipped") for r in per.values())}
+    not_passed = {gid for gid, per in per_test.items()
+                  if any(r["status"] not in ("passed", "skipped") for r in per.values())}
     problems = {gid: {d: r["message"][:300] for d, r in per.items() if r["status"] not in ("passed", "skipped")}
                 for gid, per in per_test.items() if gid in not_passed - set(failing)}
     assert not_passed == set(failing), problems

@@ -25,15 +25,12 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import matplotlib
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
-matplotlib.use("Agg")  # a file, never a window, whatever the caller's MPLBACKEND
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-
-from autograder.grading.report import read_results, totals  # noqa: E402
-from autograder.grading.results import CellResult  # noqa: E402
-from dlkit.devices import KNOWN_KINDS  # noqa: E402
+from autograder.grading.report import read_results, totals
+from autograder.grading.results import CellResult
+from dlkit.devices import KNOWN_KINDS
 
 TOP_MESSAGES = 3        # failure messages shown per test and device
 MESSAGE_CHARS = 240     # a grouped message is cut here: the page stays readable, the feedback has the rest
@@ -94,11 +91,17 @@ def read_timings(out: Path) -> dict[str, list[float]]:
     return seconds
 
 
+def _subplots(figsize: tuple[float, float]):
+    """A figure and its axes, outside pyplot: no backend is chosen, no window can open, nothing global
+    changes (pyplot would need `matplotlib.use("Agg")`, whatever the caller's MPLBACKEND)."""
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots()
+
+
 def _png(fig) -> str:
     """A figure as an <img> with the PNG inline (the page must open with no network and no side files)."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=80, bbox_inches="tight")
-    plt.close(fig)
     data = base64.b64encode(buffer.getvalue()).decode("ascii")
     return f'<img class="figure" alt="figure" src="data:image/png;base64,{data}">'
 
@@ -117,7 +120,7 @@ def _table(header: list[str], rows: list[list[str]], numeric_from: int = 1) -> s
 
 
 def score_histogram(percent: list[float], assignment: str) -> str:
-    fig, ax = plt.subplots(figsize=(6, 2.6))
+    fig, ax = _subplots(figsize=(6, 2.6))
     ax.hist(percent, bins=[i * 5 for i in range(21)], color="#4c72b0", edgecolor="white")
     ax.set_xlabel("score (% of the maximum)")
     ax.set_ylabel("students")
@@ -128,7 +131,7 @@ def score_histogram(percent: list[float], assignment: str) -> str:
 
 
 def lost_points_chart(ranked: list[tuple[str, int]], students: int, assignment: str) -> str:
-    fig, ax = plt.subplots(figsize=(6, 0.3 * len(ranked) + 1))
+    fig, ax = _subplots(figsize=(6, 0.3 * len(ranked) + 1))
     names, counts = [g for g, _ in ranked][::-1], [n for _, n in ranked][::-1]
     ax.barh(names, [100 * n / students for n in counts], color="#dd8452")
     ax.set_xlabel("% of students who lost points")
@@ -138,7 +141,7 @@ def lost_points_chart(ranked: list[tuple[str, int]], students: int, assignment: 
 
 
 def time_histogram(seconds: list[float], assignment: str) -> str:
-    fig, ax = plt.subplots(figsize=(6, 2.4))
+    fig, ax = _subplots(figsize=(6, 2.4))
     ax.hist(seconds, bins=30, color="#55a868", edgecolor="white")
     ax.set_xlabel("seconds to grade one submission")
     ax.set_ylabel("submissions")

@@ -249,21 +249,32 @@ section.assignment { border-top: 2px solid #888; margin-top: 2em; }
 
 def build_report(out: Path) -> Path:
     """Write OUT/report.html from OUT/results.csv (and OUT/timings.csv); return its path."""
-    rows = read_results(out)
-    seconds = read_timings(out)
+    return write_report(out, read_results(out), read_timings(out))
+
+
+def write_report(out: Path, rows: list[CellResult], seconds: dict[str, list[float]],
+                 sections: dict[str, str] | None = None) -> Path:
+    """Write OUT/report.html from `rows` (in results.csv's order) and the seconds per submission of each
+    assignment; return its path.
+
+    `sections` holds assignment sections already built from the same rows and seconds: a grading run
+    builds each assignment's section as soon as its last submission is graded, while the workers go
+    on, so that the end of the run, when every core but one is idle, renders only what is left.
+    """
     by_assignment: dict[str, list[CellResult]] = defaultdict(list)
     for r in rows:
         by_assignment[r.assignment].append(r)
     names = sorted(by_assignment)
     students = len({r.student_id for r in rows})
+    built = sections or {}
     contents = "".join(f'<li><a href="#{html.escape(a)}">{html.escape(a)}</a></li>' for a in names)
-    sections = [assignment_section(a, by_assignment[a], seconds.get(a, [])) for a in names]
+    parts = [built.get(a) or assignment_section(a, by_assignment[a], seconds.get(a, [])) for a in names]
     page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>Class report</title>'
             f"<style>{STYLE}</style></head><body><h1>Class report</h1>"
             f"<p>{students} students, {len(names)} assignment{'s' if len(names) != 1 else ''}, "
             f"{len(rows)} test results "
             f"(from <code>results.csv</code>). Messages are the ones students see in their feedback.</p>"
-            f"<ul>{contents}</ul>{''.join(sections)}</body></html>\n")
+            f"<ul>{contents}</ul>{''.join(parts)}</body></html>\n")
     path = out / "report.html"
     path.write_text(page, encoding="utf-8")
     return path

@@ -17,12 +17,20 @@ GRADE_COLUMNS = ["student_id", "assignment", "score", "max_score", "devices", "s
 
 @dataclass(frozen=True)
 class Timing:
-    """Where one submission's grading time went: its cells, and everything else (the overhead)."""
+    """Where one submission's grading time went: its cells, and everything else (the overhead).
+
+    Kept to the millisecond, as timings.csv writes them, so that what a run computes from its timings
+    (the class report) is what a later rebuild from the file computes.
+    """
 
     student_id: str
     assignment: str
     seconds: float            # wall time in the worker, from workspace to rows
     executing_seconds: float  # time the kernel spent running cells
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "seconds", round(self.seconds, 3))
+        object.__setattr__(self, "executing_seconds", round(self.executing_seconds, 3))
 
     @property
     def overhead_seconds(self) -> float:
@@ -72,10 +80,15 @@ def coverage(rows: list[CellResult]) -> dict[tuple[str, str], tuple[str, str]]:
     return {key: (_joined(ran[key]), _joined(skipped[key])) for key in ran}
 
 
+def in_csv_order(rows: list[CellResult]) -> list[CellResult]:
+    """`rows` in results.csv's order: by student and assignment, each submission's rows as graded."""
+    return sorted(rows, key=lambda r: (r.student_id, r.assignment))
+
+
 def write_csvs(out: Path, rows: list[CellResult]) -> None:
     """Write OUT/results.csv (one row per test cell and device) and OUT/grades.csv (one per submission)."""
     out.mkdir(parents=True, exist_ok=True)
-    ordered = sorted(rows, key=lambda r: (r.student_id, r.assignment))
+    ordered = in_csv_order(rows)
     with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=CellResult.columns())
         writer.writeheader()

@@ -128,3 +128,32 @@ def test_timings_are_used_when_recorded_and_the_cli_rebuilds_an_old_run(tmp_path
     tensors, backprop = text.split("02_backprop Scores")
     assert re.search(r"submissions timed.*?20\s+19\.5\s+28\.0\s+29\.0", tensors.split("Time per submission")[1])
     assert "not recorded" in backprop, "an assignment without timings says so"
+
+
+def test_sections_built_as_assignments_finish_make_the_page_a_rebuild_makes(tmp_path):
+    """A run builds each assignment's section when its last submission is graded (pipeline.ReportSections);
+    the page must be the one `python -m autograder.grading.class_report OUT` rebuilds from the files."""
+    from autograder.grading.intake import Submission
+    from autograder.grading.pipeline import ReportSections
+    from autograder.grading.report import Timing, write_csvs, write_timings
+
+    rows = synthetic_class(students=12)
+    resumed = [r for r in rows if r.student_id == "s0000"]  # graded by an earlier run
+    by_submission: dict[tuple[str, str], list[CellResult]] = {}
+    for r in rows:
+        if r.student_id != "s0000":
+            by_submission.setdefault((r.student_id, r.assignment), []).append(r)
+    todo = [Submission(student, assignment, tmp_path / "unused.ipynb") for student, assignment in by_submission]
+    sections = ReportSections(resumed, todo)
+    timings = []
+    for i, ((student, assignment), submission_rows) in enumerate(reversed(by_submission.items())):
+        timings.append(Timing(student, assignment, 1.0 + i / 7, 0.5 + i / 11))  # not rounded to the millisecond
+        sections.add(submission_rows, timings[-1])
+        if (student, assignment) == ("s0001", "02_backprop"):  # the last of 02's submissions, before 01's
+            assert set(sections.built) == {"02_backprop"}, "a finished assignment's section is built at once"
+    graded = [r for submission_rows in reversed(by_submission.values()) for r in submission_rows]
+    write_csvs(tmp_path, resumed + graded)
+    write_timings(tmp_path, timings)
+    during_the_run = sections.write(tmp_path, resumed + graded).read_text(encoding="utf-8")
+    assert visible_text(during_the_run).count("submissions timed") == 2, "both sections show this run's timings"
+    assert during_the_run == build_report(tmp_path).read_text(encoding="utf-8")

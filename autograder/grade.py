@@ -30,7 +30,7 @@ from pathlib import Path
 
 from autograder import skip_unused_schema_formats
 from autograder.isolation.limits import Limits
-from autograder.options import ENGINES, GradingOptions
+from autograder.options import ENGINES, GradingOptions, grading_devices
 from dlkit.devices import DEVICES_ENV
 
 
@@ -58,23 +58,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="class gradebook (SQLAlchemy URL, e.g. postgresql://...); default: sqlite in OUT")
     args = parser.parse_args(argv)
     skip_unused_schema_formats()  # before the imports below reach nbformat and jsonschema
-    from autograder.authoring.release import build_release
     from autograder.course import assignments
-    from autograder.grading.intake import discover
-    from autograder.grading.pipeline import InfrastructureError, blank_submissions, grade_class, grading_devices
-    from autograder.grading.report import grade_table, tampered_summary, write_tampered
-    from autograder.isolation import sandbox
-    from autograder.isolation.limits import become_subreaper
-    from autograder.paths import BUILD
 
     limits = Limits(cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout,
                     memory_bytes=int(args.memory_gb * 2**30))
-    if not sys.platform.startswith("linux"):
-        print("WARNING: memory limits and clean-up of left-over processes need Linux; grading without them",
-              file=sys.stderr)
-    if sandbox.unavailable_reason():
-        print(f"WARNING: student code will run WITHOUT isolation (it can read the class's files and use the "
-              f"network): {sandbox.unavailable_reason()}", file=sys.stderr)
     try:
         devices = tuple(grading_devices(args.devices))
     except ValueError as err:
@@ -85,7 +72,57 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"error: unknown assignments {sorted(unknown)}; known: {sorted(assignments())}", file=sys.stderr)
         return 2
+    options = GradingOptions(out=args.out.resolve(), workers=args.workers, limits=limits, devices=devices,
+                             warm_kernels=not args.cold_kernels, engine=args.engine, scheduler=args.scheduler,
+                             db_url=args.db_url)
+    zygote = start_zygote_early(args.submissions, only or set(assignments()), args.with_blank, options)
+    try:
+        return grade(args, options, only, zygote)
+    finally:
+        if zygote is not None:
+            zygote.close()
 
+
+def start_zygote_early(folder: Path, wanted: set[str], with_blank: bool, options: GradingOptions):
+    """The run's zygote (autograder/execution/warm.py), started before the grader imports itself (~1.5 s),
+    since its own imports (~6 s for all eight notebooks) are what the first warm kernels wait for; None
+    where warm kernels cannot pay off (no more submission folders than workers) or do not apply.
+
+    A guess from the folder names: the pipeline stops it and starts cold kernels, or a zygote of its own,
+    if the submissions left to grade once earlier runs are counted call for that.
+    """
+    if not options.warm_kernels or options.engine != "local":
+        return None
+    from autograder.course import assignments
+    from autograder.execution import warm
+
+    found = [p.name for p in folder.glob("*/*") if p.is_dir() and p.name in wanted] + (list(wanted) * with_blank)
+    if len(found) <= options.workers:
+        return None
+    modules = warm.preload_modules(*(assignments()[a] for a in sorted(set(found))), devices=options.devices)
+    (options.out / "logs").mkdir(parents=True, exist_ok=True)
+    return warm.Zygote(modules, env=options.kernel_environment(min(options.workers, len(found))),
+                       log=options.out / "logs" / "zygote.log")
+
+
+def grade(args: argparse.Namespace, options: GradingOptions, only: set[str], zygote) -> int:
+    """Release what changed, find the submissions, grade them (forking kernels from `zygote` when it is the
+    one the run needs), print the table; the exit status."""
+    from autograder.authoring.release import build_release
+    from autograder.course import assignments
+    from autograder.grading.intake import discover
+    from autograder.grading.pipeline import InfrastructureError, blank_submissions, grade_class
+    from autograder.grading.report import grade_table, tampered_summary, write_tampered
+    from autograder.isolation import sandbox
+    from autograder.isolation.limits import become_subreaper
+    from autograder.paths import BUILD
+
+    if not sys.platform.startswith("linux"):
+        print("WARNING: memory limits and clean-up of left-over processes need Linux; grading without them",
+              file=sys.stderr)
+    if sandbox.unavailable_reason():
+        print(f"WARNING: student code will run WITHOUT isolation (it can read the class's files and use the "
+              f"network): {sandbox.unavailable_reason()}", file=sys.stderr)
     build_release()  # incremental: releases only what changed since the last build
     try:
         submissions = discover(args.submissions, set(assignments()), BUILD)
@@ -104,13 +141,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"cannot grade {s.student}/{s.assignment}: {s.problem}", file=sys.stderr)
         elif s.note:
             print(f"note: {s.student}/{s.assignment}: {s.note}", file=sys.stderr)
-    options = GradingOptions(out=args.out.resolve(), workers=args.workers, limits=limits, devices=devices,
-                             warm_kernels=not args.cold_kernels, engine=args.engine, scheduler=args.scheduler,
-                             db_url=args.db_url)
     with contextlib.suppress(OSError, AttributeError):  # Linux only; elsewhere Ctrl-C may leave kernels behind
         become_subreaper()  # so that on Ctrl-C no kernel outlives the run, even one a worker left behind
     try:
-        rows = grade_class(submissions, options)
+        rows = grade_class(submissions, options, zygote)
     except KeyboardInterrupt:
         return 130
     except InfrastructureError as err:

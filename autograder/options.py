@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.isolation.limits import Limits
-from dlkit.devices import DEVICES_ENV
+from dlkit.devices import DEVICES_ENV, resolve_devices
 
 ENGINES = ("local", "dask")
 
@@ -59,3 +59,17 @@ class GradingOptions:
                     "OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
         chosen = {name: os.environ.get(name, value) for name, value in defaults.items()}
         return {**chosen, DEVICES_ENV: ",".join(self.devices)}
+
+
+def grading_devices(spec: str) -> list[str]:
+    """The device kinds every test cell visits: `spec` resolved, and for "auto" on a machine with no
+    accelerator, the simulated one (dlkit.fakegpu) as well.
+
+    A hidden `.cpu()`, a tensor created without `device=` or `.numpy()` on a device tensor must cost
+    a student the same points on a laptop as on a GPU server; without an accelerator only the
+    simulation can show them. Named kinds ("cpu", "cpu,cuda") are taken as they are.
+    """
+    kinds = resolve_devices(spec)
+    if spec.strip().lower() in ("", "auto") and kinds == ["cpu"]:
+        kinds.append("fakegpu")
+    return kinds

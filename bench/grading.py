@@ -156,9 +156,9 @@ def fixed_costs(kit_out: Path) -> dict[str, float]:
         "command start (Python, imports of the grader)": median_of(
             lambda: subprocess.run([sys.executable, "-c", "import autograder.grade"], cwd=REPO, check=True)),
         "release check (`make release` and the grader's own check, release current)": median_of(release_check),
-        "zygote start, 01 only (once per worker, runs of 2 or more submissions per worker)": median_of(
+        "zygote start, 01 only (once per run, begun before the command's own imports)": median_of(
             lambda: zygote_start(warm.preload_modules(assignments()["01_tensors"]))),
-        "zygote start, all eight notebooks": median_of(lambda: zygote_start(whole_class)),
+        "zygote start, all eight notebooks (once per run)": median_of(lambda: zygote_start(whole_class)),
         f"class gradebook, {students} new submissions at once (a run writes each as it arrives)": median_of(gradebook),
     }
 

@@ -60,9 +60,9 @@ class SandboxProvisioner(LocalProvisioner):
     The sandboxed kernel runs as an unprivileged user of its own (sandbox.kernel_uid), so the
     connection file is handed to that user. When this process has an active zygote
     (autograder.execution.warm), the kernel is forked from it instead of started from scratch;
-    should that fail, it starts cold. A forked kernel is not our child but adopted (the worker is a
-    child subreaper): warm.ForkedKernel stands in for the subprocess.Popen that LocalProvisioner
-    polls, waits for and signals.
+    should that fail, it starts cold. A forked kernel is not our child but the zygote's grandchild:
+    warm.ForkedKernel stands in for the subprocess.Popen that LocalProvisioner polls, waits for and
+    signals, and warm.kill_kernels ends it with whatever it left.
     """
 
     sandbox_spec: Path | None = None
@@ -84,7 +84,7 @@ class SandboxProvisioner(LocalProvisioner):
         if zygote is not None:
             spec = str(self.sandbox_spec) if self.sandbox_spec else None
             try:
-                env = dict(kwargs.get("env") or os.environ, JPY_PARENT_PID=str(os.getpid()))  # as launch_kernel sets it
+                env = dict(kwargs.get("env") or os.environ)
                 self.process = zygote.fork_kernel(self.parent.connection_file, env, kwargs.get("cwd"), spec)
             except warm.ZygoteError as err:
                 self.log.warning("starting a cold kernel: %s", err)

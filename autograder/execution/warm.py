@@ -1,14 +1,17 @@
-"""Warm kernels: pay `import torch, tensorflow` once per grading worker, not once per submission.
+"""Warm kernels: pay `import torch, tensorflow` once per grading run, not once per submission.
 
 A fresh Jupyter kernel spends seconds importing the libraries a notebook uses before any
-student code runs. Each grading worker therefore keeps a zygote (zygote.py): a process that has
+student code runs. A grading run therefore keeps a zygote (zygote.py): a process that has
 imported the modules the class's instructor notebooks import and forks a new kernel for every
 submission. Every kernel is still a fresh process forked from that clean parent, sandboxed
 and limited like a cold one, and nothing one submission does can reach the next.
 
-The worker must be a child subreaper (limits.become_subreaper): the forked kernel's parent exits
-at once, so the kernel is re-parented to the worker, which then waits for and kills it like a
-kernel it started itself (ForkedKernel below stands in for subprocess.Popen).
+One zygote serves all the workers of a machine: the run's driver starts it before it forks the
+workers (a Dask worker on another machine starts its own), so the imports are paid once, not once
+per worker, and the kernels share the zygote's pages. Each kernel has a keeper process, its child
+subreaper, which catches whatever the submission detaches and kills it when the kernel is gone; the
+worker watches the kernel by pid (ForkedKernel below stands in for subprocess.Popen) and kills the
+keeper's whole tree after the submission (kill_kernels).
 """
 
 from __future__ import annotations
@@ -16,9 +19,12 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -29,7 +35,7 @@ import nbformat
 import psutil
 
 from autograder.course import first_use_modules, notebook_imports
-from autograder.isolation.limits import become_subreaper
+from autograder.isolation.limits import kernel_rlimits, kill_descendants
 from autograder.paths import SANDBOX_SCRIPT, ZYGOTE_SCRIPT
 from dlkit.devices import xla_backend
 from dlkit.integrity import CORE
@@ -55,11 +61,10 @@ class ZygoteError(RuntimeError):
 def preload_modules(*notebooks: Path, devices: Iterable[str] = ("cpu",)) -> tuple[str, ...]:
     """The modules the notebooks import at top level (`import a.b`, `from a.b import c`), plus ALWAYS.
 
-    Given every source notebook of a class, one zygote per worker serves all its assignments, so a
-    worker pays the imports once per run instead of once per assignment (a zygote with torch,
-    TensorFlow and ONNX Runtime measured ~5 s to start, ~1.6 GB of address space, well inside
-    the kernel's memory limit). Cached: a worker asks for every submission, and the released
-    sources do not change during a run.
+    Given every source notebook of a run, one zygote serves all its assignments, so the run pays the
+    imports once instead of once per assignment (a zygote with torch, TensorFlow, ONNX Runtime and
+    the compiler stack measured ~6 s to start, ~1.6 GB of address space, well inside the kernel's
+    memory limit). Cached: the released sources do not change during a run.
     """
     sources = [nbformat.read(notebook, as_version=4) for notebook in notebooks]
     found = [name for nb in sources for name in notebook_imports(nb)]
@@ -76,24 +81,30 @@ def xla_first(devices: Iterable[str]) -> tuple[str, ...]:
 
 
 class ForkedKernel:
-    """The subprocess.Popen methods jupyter_client uses, for a kernel this process adopted rather than started."""
+    """The subprocess.Popen methods jupyter_client uses, for a kernel forked by a zygote: not this process's
+    child, so it is watched through psutil (which notices a pid reused by another process)."""
 
     stdin = stdout = stderr = None
 
-    def __init__(self, pid: int):
+    def __init__(self, pid: int, keeper: int):
         self.pid = pid
         self.returncode: int | None = None
+        self._process = self.keeper = None  # psutil handles, taken now: later they tell a reused pid apart
+        try:
+            self.keeper = psutil.Process(keeper)
+            self._process = psutil.Process(pid)
+        except psutil.NoSuchProcess:
+            self.returncode = -signal.SIGKILL
 
     def poll(self) -> int | None:
+        """None while the kernel runs; once it is gone, -SIGKILL (only its keeper learns the real status)."""
         if self.returncode is None:
             try:
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:  # not adopted by us after all: judge by whether it still exists
-                if not psutil.pid_exists(self.pid):
-                    self.returncode = -signal.SIGKILL
-            else:
-                if pid:
-                    self.returncode = os.waitstatus_to_exitcode(status)
+                gone = not self._process.is_running() or self._process.status() == psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:
+                gone = True
+            if gone:
+                self.returncode = -signal.SIGKILL
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -106,7 +117,10 @@ class ForkedKernel:
 
     def send_signal(self, signum: int) -> None:
         if self.poll() is None:
-            os.kill(self.pid, signum)
+            try:
+                self._process.send_signal(signum)
+            except psutil.NoSuchProcess:
+                pass
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
@@ -116,81 +130,103 @@ class ForkedKernel:
 
 
 class Zygote:
-    """One zygote process and the modules it preloaded.
+    """A zygote, reached through its Unix socket: started by this process (`Zygote(modules)`, which does not
+    wait for its imports), or started by another, the run's driver (`Zygote.attach(address)`)."""
 
-    Started without waiting: it imports its modules while the worker prepares the submission's
-    workspace and nbgrader's autograde gets ready, and the first kernel request waits for it (`ready`).
-    """
-
-    def __init__(self, modules: tuple[str, ...], start_timeout: float = 300):
-        become_subreaper()
+    def __init__(self, modules: tuple[str, ...], start_timeout: float = 300, env: dict[str, str] | None = None,
+                 log: Path | None = None):
         self.modules = modules
-        self.process = subprocess.Popen([sys.executable, str(ZYGOTE_SCRIPT), str(SANDBOX_SCRIPT), *modules],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/",
-                                        env={**os.environ, **ZYGOTE_ENV})
+        self.folder = Path(tempfile.mkdtemp(prefix="kit-zygote-"))  # 0700: only this user reaches the socket
+        self.address = str(self.folder / "socket")
+        stderr = open(log, "ab") if log else None
+        try:
+            self.process: subprocess.Popen | None = subprocess.Popen(
+                [sys.executable, str(ZYGOTE_SCRIPT), str(SANDBOX_SCRIPT), self.address, *modules],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd="/",
+                env={**os.environ, **(env or {}), **ZYGOTE_ENV})  # the kernels' own: imports read some
+        finally:
+            if stderr:
+                stderr.close()
+        self.start_timeout = start_timeout
         self._ready_by = time.monotonic() + start_timeout
         self.loaded: list[str] | None = None
+        self.server: int | None = self.process.pid  # the zygote's pid, where known
+
+    @classmethod
+    def attach(cls, address: str, start_timeout: float = 300) -> Zygote:
+        """The zygote another process started at `address`; its first kernel waits for its imports."""
+        zygote = cls.__new__(cls)
+        zygote.modules, zygote.folder, zygote.address, zygote.process, zygote.server = (), None, address, None, None
+        zygote.start_timeout, zygote._ready_by, zygote.loaded = start_timeout, time.monotonic() + start_timeout, None
+        return zygote
 
     def ready(self) -> list[str]:
-        """Wait (until the start timeout) for the zygote to finish its imports; the modules it loaded."""
-        if self.loaded is None:
-            try:
-                self.loaded = self._read(max(0.0, self._ready_by - time.monotonic())).get("ready", [])
-            except ZygoteError as err:  # the kernel then starts cold (kernel.py); said here, in the worker's log
-                print(f"WARNING: cold kernels: the zygote did not start: {err}", file=sys.stderr)
-                raise
-            print(f"warm kernels: a zygote preloaded {' '.join(self.loaded)}", file=sys.stderr)  # the worker's log
-        return self.loaded
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def _read(self, timeout: float) -> dict:
-        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
-        line = self.process.stdout.readline() if ready else ""
-        if not line:
-            self.close()
-            raise ZygoteError("the zygote did not answer" if ready else f"the zygote did not answer in {timeout:g} s")
-        return json.loads(line)
+        """Wait (until the start timeout) for a zygote this process started to finish its imports; the
+        modules it loaded."""
+        if self.loaded is None and self.process is not None:
+            ready, _, _ = select.select([self.process.stdout], [], [], max(0.0, self._ready_by - time.monotonic()))
+            line = self.process.stdout.readline() if ready else ""
+            if not line:
+                self.close()
+                raise ZygoteError("the zygote did not answer" if ready else
+                                  f"the zygote did not start in {self.start_timeout:g} s")
+            self.loaded = json.loads(line).get("ready", [])
+        return self.loaded or []
 
     def fork_kernel(self, connection_file: str, env: dict[str, str], cwd: str | None, sandbox_spec: str | None,
                     timeout: float = 60) -> ForkedKernel:
-        """A new kernel, forked from the zygote, serving `connection_file`."""
-        self.ready()
-        request = {"connection_file": connection_file, "env": env, "cwd": cwd, "sandbox_spec": sandbox_spec}
+        """A new kernel, forked from the zygote, serving `connection_file`, limited as this process is; its
+        stray output goes to this process's stderr (a worker's log)."""
+        first = self.loaded is None
         try:
-            self.process.stdin.write(json.dumps(request) + "\n")
-            self.process.stdin.flush()
-        except OSError as err:
-            self.close()
-            raise ZygoteError(f"the zygote is gone: {err}") from err
-        reply = self._read(timeout)
-        if "pid" not in reply or reply["pid"] <= 0:
+            if self.process is not None:
+                self.ready()
+            request = {"connection_file": connection_file, "env": env, "cwd": cwd, "sandbox_spec": sandbox_spec,
+                       "rlimits": kernel_rlimits()}
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                # A zygote still importing has queued the connection: the first answer may take its start.
+                conn.settimeout(max(timeout, self._ready_by - time.monotonic()) if first else timeout)
+                conn.connect(self.address)
+                socket.send_fds(conn, [(json.dumps(request) + "\n").encode()], [sys.stderr.fileno()])
+                reply = json.loads(conn.makefile("rb").readline() or b"{}")
+        except (OSError, ValueError) as err:
+            raise ZygoteError(f"the zygote did not answer: {err}") from err
+        if "pid" not in reply:
             raise ZygoteError(reply.get("error", "the zygote gave no kernel"))
-        return ForkedKernel(reply["pid"])
+        if first:
+            self.loaded, self.server = reply.get("loaded", []), reply.get("zygote")
+            print(f"warm kernels: a zygote preloaded {' '.join(self.loaded)}", file=sys.stderr)  # the worker's log
+        kernel = ForkedKernel(reply["pid"], reply["keeper"])
+        _forked.append(kernel)
+        return kernel
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        return self.process is None or self.process.poll() is None
 
     def close(self) -> None:
-        if self.process.poll() is None:
+        """Stop a zygote this process started (its kernels' keepers are re-parented, and killed with the run)."""
+        if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 _active: Zygote | None = None
 _suspended = False
+_forked: list[ForkedKernel] = []
 
 
-def activate(modules: tuple[str, ...]) -> Zygote:
-    """Make the zygote for `modules` the one kernels of this process fork from, starting it if needed (not waiting)."""
+def activate(modules: tuple[str, ...], address: str | None = None) -> Zygote:
+    """Make the zygote kernels of this process fork from: the run's zygote at `address`, or else one of this
+    process's own for `modules`, started if needed (not waited for)."""
     global _active
-    if _active is not None and (_active.modules != modules or not _active.alive()):
-        _active.close()
-        _active = None
-    if _active is None:
-        _active = Zygote(modules)
+    if _active is not None:
+        same = _active.address == address if address else _active.modules == modules and _active.alive()
+        if same:
+            return _active
+        deactivate()
+    _active = Zygote.attach(address) if address else Zygote(modules)
     return _active
 
 
@@ -206,7 +242,7 @@ def suspended() -> Iterator[None]:
 
 
 def deactivate() -> None:
-    """Stop the zygote (if any): kernels start cold again."""
+    """Stop using the zygote (and stop it, if this process started it): kernels start cold again."""
     global _active
     if _active is not None:
         _active.close()
@@ -218,6 +254,19 @@ def active() -> Zygote | None:
     return _active if _active is not None and _active.alive() and not _suspended else None
 
 
+def kill_kernels() -> None:
+    """Kill every kernel this process had forked, with everything its keeper holds, and the keeper."""
+    while _forked:
+        keeper = _forked.pop().keeper
+        if keeper is None:
+            continue
+        try:
+            kill_descendants(root=keeper)
+            keeper.kill()
+        except psutil.NoSuchProcess:  # gone (its pid perhaps reused): nothing of the kernel's is left below it
+            pass
+
+
 def spared() -> set[int]:
-    """Processes clean-up must not kill: the zygote."""
-    return {_active.pid} if _active is not None else set()
+    """Processes clean-up must not kill: the zygote (a descendant of this process where it started it)."""
+    return {_active.server} if _active is not None and _active.server else set()

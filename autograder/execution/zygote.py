@@ -1,34 +1,49 @@
 """A process that imports the heavy libraries once and forks a fresh kernel for every submission.
 
-Started by autograder.execution.warm as `python zygote.py SANDBOX_SCRIPT MODULE ...`. It imports the modules (torch,
-tensorflow, ipykernel, ...), prints {"ready": [...]} and then reads one JSON request per line on
-stdin. For each it forks twice: the grandchild becomes the student's kernel, and the middle
-process exits at once, so the kernel is adopted by the grading worker (a child subreaper) and
-the worker can wait for it, signal it and kill it like any kernel it started itself. The reply
-is {"pid": <kernel pid>}. When the request names a sandbox spec, the middle process enters new
+Started by autograder.execution.warm as `python zygote.py SANDBOX_SCRIPT SOCKET MODULE ...`. It listens on
+the Unix socket SOCKET (before importing, so that a worker asking early simply waits), imports the
+modules (torch, tensorflow, ipykernel, ...), prints {"ready": [...]} and then answers one request per
+connection: a JSON line naming the kernel's connection file, environment, working folder, sandbox
+spec and resource limits, sent with the worker's stderr as a passed file descriptor. One zygote serves
+every grading worker of a machine; each connection is checked to come from the zygote's own user.
+
+For each request it forks a keeper, and the keeper forks the kernel. The keeper is the kernel's
+child subreaper: whatever the submission starts and detaches (double fork, setsid) is re-parented to
+the keeper rather than escaping, and once the kernel is gone the keeper kills all of it and exits. The
+worker waits for, signals and kills the kernel by pid (warm.ForkedKernel) and, after the submission,
+kills the keeper's whole tree. When the request names a sandbox spec, the keeper enters new
 namespaces first, so the kernel it forks is PID 1 of a PID namespace of its own, as a cold kernel
-started through `unshare --pid --fork` is.
+started through `unshare --pid --fork` is; then the kernel's death ends everything in that namespace.
+The reply is {"pid": <kernel>, "keeper": <keeper>, "zygote": <its own pid>, "loaded": [...]}.
 
 A kernel is always forked from this clean process, never from another kernel, so nothing a
 submission does (globals, patched libraries, files) reaches the next one. The zygote itself never
-runs student code. The forked kernel drops the zygote's pipes, enters the sandbox exactly as
-sandbox.py's command-line entry does (when the request names a spec), and starts ipykernel.
+runs student code, and neither the keeper nor the kernel keeps any of its descriptors (the socket
+above all: a kernel that could ask for kernels could ask for one outside the sandbox).
 
 This file runs as a script, so it imports only the standard library and the sandbox script it is given.
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import importlib.util
 import json
 import os
+import resource
+import select
+import signal
+import socket
+import struct
 import sys
 import tempfile
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SANDBOX_SCRIPT = ""  # set from the command line: the zygote is a script and cannot import autograder.paths
+_PR_SET_CHILD_SUBREAPER = 36
+_REQUEST_BYTES = 1 << 20
 
 
 def preload(modules: list[str]) -> list[str]:
@@ -52,15 +67,52 @@ def _load_sandbox():
     return module
 
 
-def become_kernel(request: dict, sandbox) -> None:
-    """In the forked grandchild: detach from the zygote, enter the sandbox (when `sandbox` is the loaded
-    sandbox module and the middle process entered its namespaces), run ipykernel; never returns."""
+def become_subreaper() -> None:
+    """Adopt every orphaned descendant (Linux): nothing below this process can re-parent itself away."""
+    if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+
+
+def children(pid: int) -> list[int]:
+    """The pids of `pid`'s children, from /proc (CONFIG_PROC_CHILDREN, else a scan of every process)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        pass
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
+def kill_children() -> None:
+    """SIGKILL every child of this process, and reap them. A subreaper gets its descendants as children
+    when their parents die, so calling this until none are left ends the whole tree."""
+    for pid in children(os.getpid()):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def become_kernel(request: dict, log_fd: int, sandbox) -> None:
+    """In the forked grandchild: detach, enter the sandbox (when `sandbox` is the loaded sandbox module
+    and the keeper entered its namespaces), run ipykernel; never returns."""
     code = 1
     try:
         os.setsid()  # its own process group, so an interrupt or kill reaches the kernel's children too
         devnull = os.open(os.devnull, os.O_RDWR)
-        os.dup2(devnull, 0)  # the zygote's request pipe
-        os.dup2(2, 1)        # the zygote's reply pipe: the kernel's stray output goes to the worker's log
+        os.dup2(devnull, 0)
+        os.dup2(log_fd, 1)  # the kernel's stray output goes to its worker's log
+        os.dup2(log_fd, 2)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
         env = dict(request["env"])
         if sandbox is not None:
             env.update(sandbox.private_env(sandbox.enter(request["sandbox_spec"])))
@@ -71,9 +123,9 @@ def become_kernel(request: dict, sandbox) -> None:
         tempfile.tempdir = None  # cached by the zygote's imports; ipykernel keeps each cell's source under it
         from ipykernel.kernelapp import IPKernelApp
 
-        # The app read JPY_PARENT_PID when the zygote imported it; the kernel's parent is the worker.
-        parent = env.get("JPY_PARENT_PID", "0")
-        IPKernelApp.launch_instance(argv=["-f", request["connection_file"], f"--IPKernelApp.parent_handle={parent}"])
+        # The app read JPY_PARENT_PID when the zygote imported it; the kernel's parent is its keeper.
+        IPKernelApp.launch_instance(argv=["-f", request["connection_file"],
+                                          f"--IPKernelApp.parent_handle={os.getppid()}"])
         code = 0
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else 0
@@ -83,14 +135,39 @@ def become_kernel(request: dict, sandbox) -> None:
         os._exit(code)
 
 
-def fork_kernel(request: dict) -> int:
-    """Fork the kernel as a grandchild that the zygote does not own; return its pid."""
-    read_end, write_end = os.pipe()
-    middle = os.fork()
-    if middle == 0:
-        os.close(read_end)
-        sandbox = None
+def keep(kernel: int) -> None:
+    """In the keeper: reap what is re-parented here while the kernel runs; once it is gone, kill what is
+    left (each reaped process re-parents its own children here first) and leave with the kernel's exit
+    status. Never returns."""
+    status, gone = 1, False
+    while True:
         try:
+            pid, wait_status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        if pid == kernel:
+            gone = True
+            code = os.waitstatus_to_exitcode(wait_status)
+            status = 128 - code if code < 0 else code
+        if gone:
+            kill_children()
+    os._exit(status)
+
+
+def start_kernel(request: dict, log_fd: int, keep_fds: set[int]) -> tuple[int, int]:
+    """Fork the keeper, which forks the kernel; return (kernel pid, keeper pid)."""
+    read_end, write_end = os.pipe()
+    keeper = os.fork()
+    if keeper == 0:
+        try:
+            os.close(read_end)
+            for fd in keep_fds:  # the zygote's socket and pipes: nothing below the zygote may hold them
+                os.close(fd)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is for the grader, which kills us
+            become_subreaper()
+            for which, (soft, hard) in request.get("rlimits", {}).items():
+                resource.setrlimit(getattr(resource, which), (soft, hard))
+            sandbox = None
             if request.get("sandbox_spec"):
                 sandbox = _load_sandbox()
                 sandbox.unshare_namespaces()
@@ -100,27 +177,104 @@ def fork_kernel(request: dict) -> int:
             os._exit(1)
         if kernel == 0:
             os.close(write_end)
-            become_kernel(request, sandbox)
+            become_kernel(request, log_fd, sandbox)
         os.write(write_end, str(kernel).encode())
-        os._exit(0)
+        os.close(write_end)
+        os.close(log_fd)
+        keep(kernel)
     os.close(write_end)
     with os.fdopen(read_end, "rb") as answer:
-        pid = int(answer.read() or 0)
-    os.waitpid(middle, 0)
-    return pid
+        kernel = int(answer.read() or 0)
+    if kernel <= 0:
+        os.waitpid(keeper, 0)
+        raise RuntimeError("the keeper could not fork the kernel (see the zygote's log)")
+    return kernel, keeper
 
 
-def serve(modules: list[str]) -> None:
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]  # kernels must not import the grader
-    print(json.dumps({"ready": preload(modules)}), flush=True)
-    for line in sys.stdin:
+def receive(conn: socket.socket) -> tuple[dict, int]:
+    """One request: a JSON line, the first part of which carries the worker's stderr descriptor."""
+    data, fds, _, _ = socket.recv_fds(conn, _REQUEST_BYTES, 1)
+    if len(fds) != 1:
+        for fd in fds:
+            os.close(fd)
+        raise ValueError("a request must pass the worker's stderr")
+    while not data.endswith(b"\n"):
+        more = conn.recv(_REQUEST_BYTES)
+        if not more:
+            os.close(fds[0])
+            raise ValueError("the request ended early")
+        data += more
+    return json.loads(data), fds[0]
+
+
+def from_our_user(conn: socket.socket) -> bool:
+    """Whether the peer runs as this process's user (a sandboxed kernel never does)."""
+    _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    return uid == os.geteuid()
+
+
+def reap(keepers: set[int]) -> None:
+    """Collect keepers that have exited; kill anything else re-parented to the zygote (a keeper was killed
+    before what it kept)."""
+    while True:
         try:
-            reply = {"pid": fork_kernel(json.loads(line))}
-        except Exception as err:  # noqa: BLE001 - the worker falls back to a cold kernel
-            reply = {"error": f"{type(err).__name__}: {err}"}
-        print(json.dumps(reply), flush=True)
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        keepers.discard(pid)
+    for pid in children(os.getpid()):
+        if pid not in keepers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def serve(listener: socket.socket, modules: list[str]) -> None:
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]  # kernels must not import the grader
+    loaded = preload(modules)
+    print(json.dumps({"ready": loaded}), flush=True)
+    become_subreaper()
+    keepers: set[int] = set()
+    inherited = {listener.fileno(), 0, 1}  # the socket, the starter's pipes
+    while True:
+        ready, _, _ = select.select([listener, sys.stdin], [], [], 0.5)
+        reap(keepers)
+        if sys.stdin in ready and not sys.stdin.buffer.read1(1):
+            return  # the process that started us is gone
+        if listener not in ready:
+            continue
+        conn, _ = listener.accept()
+        with conn:
+            try:
+                if not from_our_user(conn):
+                    raise PermissionError("a request from another user")
+                request, log_fd = receive(conn)
+                try:
+                    kernel, keeper = start_kernel(request, log_fd, inherited | {conn.fileno()})
+                finally:
+                    os.close(log_fd)
+                keepers.add(keeper)
+                reply = {"pid": kernel, "keeper": keeper, "zygote": os.getpid(), "loaded": loaded}
+            except Exception as err:  # noqa: BLE001 - the worker falls back to a cold kernel
+                reply = {"error": f"{type(err).__name__}: {err}"}
+            try:
+                conn.sendall((json.dumps(reply) + "\n").encode())
+            except OSError:
+                pass
+
+
+def listen(path: str) -> socket.socket:
+    """The zygote's socket, reachable by its own user only (the folder holding it is the starter's, 0700)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    os.chmod(path, 0o600)
+    listener.listen(64)
+    return listener
 
 
 if __name__ == "__main__":
     SANDBOX_SCRIPT = sys.argv[1]
-    serve(sys.argv[2:])
+    serve(listen(sys.argv[2]), sys.argv[3:])

@@ -87,7 +87,8 @@ def run_autograde(workspace: Workspace, limits: Limits, hide: list[Path]) -> tup
     try:
         result = capture_log(app)
     finally:
-        kill_descendants(spare=warm.spared())  # the zygote serves the next submission
+        warm.kill_kernels()  # a forked kernel and what it left, below its keeper
+        kill_descendants(spare=warm.spared())  # a cold kernel and what it left; a zygote serves the next submission
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
     return bool(result["success"]), result.get("log", "") + result.get("error", "")

@@ -16,8 +16,9 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import as_completed
+from contextlib import contextmanager
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -35,7 +36,6 @@ from autograder.grading.results import CellResult, autograded_cells, collect, ex
 from autograder.isolation.limits import kill_descendants
 from autograder.options import GradingOptions
 from autograder.paths import BUILD, RELEASE
-from dlkit.devices import resolve_devices
 
 
 class InfrastructureError(RuntimeError):
@@ -43,12 +43,12 @@ class InfrastructureError(RuntimeError):
 
 
 def grade_submission(submission: Submission, options: GradingOptions, preload: tuple[str, ...] = (),
-                     warm_kernels: bool | None = None) -> tuple[list[CellResult], Timing]:
+                     warm_kernels: bool | None = None, zygote: str | None = None) -> tuple[list[CellResult], Timing]:
     """Autograde one vetted submission (runs in a worker process); return its rows and where the time went.
 
-    With warm kernels (`warm_kernels`, by default the options'), the kernel is forked from this worker's
-    zygote (autograder/execution/warm.py), which imported `preload` (the libraries of the run's assignments) once
-    for all the worker's submissions.
+    With warm kernels (`warm_kernels`, by default the options'), the kernel is forked from a zygote
+    (autograder/execution/warm.py): the run's, at the address `zygote`, or else one of this worker's own,
+    which imports `preload` (the libraries of the run's assignments) once for all the worker's submissions.
     A kernel that cannot start, or fails before any student code ran, is the machine's fault:
     the submission is graded once more with a cold kernel, and if that fails too,
     InfrastructureError stops the run rather than give the student a zero.
@@ -57,7 +57,8 @@ def grade_submission(submission: Submission, options: GradingOptions, preload: t
     out = options.out
     # started, not waited for: a zygote that fails to start means a cold kernel (warm.py)
     if options.warm_kernels if warm_kernels is None else warm_kernels:
-        warm.activate(preload or warm.preload_modules(assignments()[submission.assignment], devices=options.devices))
+        warm.activate(preload or warm.preload_modules(assignments()[submission.assignment], devices=options.devices),
+                      address=zygote)
     workspace, success, log = _autograde_once(submission, options)
     if (reason := infrastructure_failure(log)) is not None:
         print(f"WARNING: {submission.student}/{submission.assignment}: {reason}; retrying once with a cold kernel",
@@ -92,20 +93,6 @@ def _autograde_once(submission: Submission, options: GradingOptions) -> tuple[Wo
     return workspace, success, log
 
 
-def grading_devices(spec: str) -> list[str]:
-    """The device kinds every test cell visits: `spec` resolved, and for "auto" on a machine with no
-    accelerator, the simulated one (dlkit.fakegpu) as well.
-
-    A hidden `.cpu()`, a tensor created without `device=` or `.numpy()` on a device tensor must cost
-    a student the same points on a laptop as on a GPU server; without an accelerator only the
-    simulation can show them. Named kinds ("cpu", "cpu,cuda") are taken as they are.
-    """
-    kinds = resolve_devices(spec)
-    if spec.strip().lower() in ("", "auto") and kinds == ["cpu"]:
-        kinds.append("fakegpu")
-    return kinds
-
-
 def problem_rows(submission: Submission) -> list[CellResult]:
     """Error rows for a submission that could not be graded: one per test cell, or one if the assignment is unknown."""
     source = assignments().get(submission.assignment)
@@ -136,10 +123,24 @@ def import_in_background(module: str) -> None:
     threading.Thread(target=importlib.import_module, args=(module,), name=f"import {module}", daemon=True).start()
 
 
+@contextmanager
+def zygote_closed(zygote: warm.Zygote | None) -> Iterator[None]:
+    """Within the block the run's zygote serves the workers; after it, it is stopped."""
+    try:
+        yield
+    finally:
+        if zygote is not None:
+            zygote.close()
+
+
 def grade_in_parallel(todo: list[Submission], options: GradingOptions,
-                      on_graded: Callable[[list[CellResult], Timing], None]) -> tuple[list[CellResult], list[Timing]]:
+                      on_graded: Callable[[list[CellResult], Timing], None], zygote: warm.Zygote | None = None
+                      ) -> tuple[list[CellResult], list[Timing]]:
     """Grade `todo` on the engine's workers with a progress bar; each result, as it comes, is saved for
     resume.py and handed to `on_graded` (the class gradebook, the class report), while the workers go on.
+
+    Warm kernels fork from `zygote` (started early by the command, which closes it) where it preloads what
+    this run needs; otherwise from a zygote started here, or they start cold.
 
     On Ctrl-C, or when the grading machine fails (InfrastructureError), every worker and kernel is stopped.
     """
@@ -150,18 +151,27 @@ def grade_in_parallel(todo: list[Submission], options: GradingOptions,
     workers = max(1, min(options.workers, len(todo)))
     warm_kernels = options.warm_kernels and worth_a_zygote(len(todo), workers)
     kernel_env = options.kernel_environment(workers)
+    # One zygote serves every assignment of the run: it preloads what they import, no more.
+    preload = warm.preload_modules(*(assignments()[a] for a in sorted({s.assignment for s in todo})),
+                                    devices=options.devices)
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    # Local workers share one, started before they are forked; a Dask worker (another machine?) starts its own.
+    shared = warm_kernels and options.engine == "local"
+    if zygote is not None and not (shared and set(preload) <= set(zygote.modules)):
+        zygote.close()
+        zygote = None
+    if shared and zygote is None:
+        zygote = warm.Zygote(preload, env=kernel_env, log=out / "logs" / "zygote.log")
     if options.engine == "dask":
         engine = dask_engine(workers, out / "logs", options.limits, kernel_env, options.scheduler)
     else:
         engine = local_engine(workers, out / "logs", options.limits, kernel_env)
-    with engine as pool:
+    with engine as pool, zygote_closed(zygote):
         import_in_background("autograder.grading.class_report")  # matplotlib (~1 s) while the workers grade
         try:
             with tqdm(total=len(todo), unit="submission", desc="grading", file=sys.stderr) as progress:
-                # One zygote per worker serves every assignment of the run: it preloads what they import, no more.
-                preload = warm.preload_modules(*(assignments()[a] for a in sorted({s.assignment for s in todo})),
-                                                devices=options.devices)
-                futures = {pool.submit(grade_submission, s, options, preload, warm_kernels): s for s in todo}
+                address = zygote.address if zygote else None
+                futures = {pool.submit(grade_submission, s, options, preload, warm_kernels, address): s for s in todo}
                 for future in as_completed(futures):
                     s = futures[future]
                     try:
@@ -225,15 +235,16 @@ class ReportSections:
         return write_report(out, in_csv_order(rows), self.seconds, self.built)
 
 
-def grade_class(submissions: list[Submission], options: GradingOptions) -> list[CellResult]:
+def grade_class(submissions: list[Submission], options: GradingOptions, zygote: warm.Zygote | None = None
+                ) -> list[CellResult]:
     """Grade every submission not graded before, `options.workers` at a time, with a progress bar; write
     CSVs, feedback and the class gradebook (`options.db_url`, by default OUT/gradebook.db).
 
     Results of earlier runs are reused while the submission, source and limits are unchanged
     (see resume.py). On Ctrl-C the workers and every kernel are stopped, and the same command resumes.
-    Submissions are handed out longest first (schedule.py); a worker's zygote (warm.py) serves
-    every assignment. Engine "dask" grades on a Dask cluster (engines.py): a local one, or the
-    one at `options.scheduler`.
+    Submissions are handed out longest first (schedule.py); the run's zygote (warm.py) serves every
+    assignment (`zygote`, if the command started it already). Engine "dask" grades on a Dask cluster
+    (engines.py): a local one, or the one at `options.scheduler`.
     """
     rows: list[CellResult] = []
     graded: list[CellResult] = []
@@ -258,7 +269,7 @@ def grade_class(submissions: list[Submission], options: GradingOptions) -> list[
                 record_scores(submission_rows)
                 sections.add(submission_rows, timing)
 
-            graded, timings = grade_in_parallel(todo, options, on_graded)
+            graded, timings = grade_in_parallel(todo, options, on_graded, zygote)
             schedule.remember(timings)
         record_scores(rows)  # the submissions not graded in this run: resumed, or ungradable
         rows.extend(graded)

@@ -1,6 +1,7 @@
 """Limits on what one submission may consume, and clean-up of whatever it leaves running.
 
-Applied in each grading worker process, so every kernel the worker starts inherits them:
+Applied in each grading worker process, so every kernel the worker starts inherits them (a kernel
+forked by the run's shared zygote is given the worker's, see kernel_rlimits):
 - memory: RLIMIT_DATA caps each process's private writable memory (what malloc, NumPy and torch's
   CPU tensors take), so a memory bomb raises MemoryError in the student's cell instead of waking
   the kernel's OOM killer, which could hit anybody. Unlike RLIMIT_AS it leaves alone address
@@ -11,7 +12,8 @@ Applied in each grading worker process, so every kernel the worker starts inheri
 - processes: sandboxed kernels run under RLIMIT_NPROC (sandbox.py sets it, since it counts the
   processes and threads of the kernel's own uid); the worker becomes a "child subreaper", so a
   process a submission starts and detaches (double fork, setsid) is re-parented to the worker,
-  which kills it after grading.
+  which kills it after grading. A warm kernel has a keeper of its own that does the same for it
+  (execution/zygote.py).
 Time limits are enforced while executing (see preprocessors.GuardedExecute).
 """
 
@@ -70,6 +72,13 @@ def apply_process_limits(limits: Limits) -> list[str]:
     return warnings
 
 
+def kernel_rlimits() -> dict[str, tuple[int, int]]:
+    """This process's memory, file-size and core-dump limits (apply_process_limits set them in a worker), by
+    resource name: what a kernel forked by the run's zygote, not by the worker, is given (zygote.py)."""
+    names = ("RLIMIT_DATA", "RLIMIT_FSIZE", "RLIMIT_CORE")
+    return {name: resource.getrlimit(getattr(resource, name)) for name in names}
+
+
 def become_subreaper() -> None:
     """Adopt every orphaned descendant (Linux), so kill_descendants can find detached processes."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -77,12 +86,12 @@ def become_subreaper() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
 
 
-def kill_descendants(grace: float = 0.5, spare: set[int] = frozenset()) -> int:
-    """SIGKILL every process below this one (kernels and whatever they left), except `spare` and
-    what runs below them; return how many were killed."""
+def kill_descendants(grace: float = 0.5, spare: set[int] = frozenset(), root: psutil.Process | None = None) -> int:
+    """SIGKILL every process below this one, or below `root` (kernels and whatever they left), except
+    `spare` and what runs below them; return how many were killed."""
     killed = 0
     for _ in range(5):  # a dying process can re-parent its own children to us: repeat until none
-        found = _descendants(spare)
+        found = _descendants(spare, root or psutil.Process())
         if not found:
             break
         for process in found:
@@ -96,9 +105,9 @@ def kill_descendants(grace: float = 0.5, spare: set[int] = frozenset()) -> int:
     return killed
 
 
-def _descendants(spare: set[int]) -> list[psutil.Process]:
-    """Every process below this one, except `spare` and what runs below them."""
-    found, todo = [], [psutil.Process()]
+def _descendants(spare: set[int], root: psutil.Process) -> list[psutil.Process]:
+    """Every process below `root`, except `spare` and what runs below them."""
+    found, todo = [], [root]
     while todo:
         try:
             children = todo.pop().children()

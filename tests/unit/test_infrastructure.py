@@ -48,7 +48,7 @@ def test_processes_that_fork_kernels_or_ranks_never_initialise_cuda():
     zygote = warm.Zygote(("torch",))
     try:
         zygote.ready()  # started without waiting: read its environment once it runs the zygote
-        assert _environment_of(zygote.pid).get("PYTORCH_NVML_BASED_CUDA_CHECK") == "1"
+        assert _environment_of(zygote.server).get("PYTORCH_NVML_BASED_CUDA_CHECK") == "1"
     finally:
         zygote.close()
     # In a fresh process, as in a student's kernel: the stdlib fork server is one per process, and a

@@ -1,9 +1,27 @@
-"""Warm kernels: what a zygote preloads (tests/pipeline/test_warm.py grades with them)."""
+"""Warm kernels: what a zygote preloads, and how the kernels it forks are kept (tests/pipeline/test_warm.py
+grades with them).
+
+The kernels here run unsandboxed (the sandbox's own tests are in test_isolation.py and the pipeline
+tests): what is checked is the zygote's part, which holds with or without the sandbox.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
 from autograder.course import assignments
 from autograder.execution import warm
+from autograder.execution.kernel import SandboxedKernelManager
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="keepers and /proc are Linux's")
 
 
 def test_preload_modules_are_the_notebooks_top_level_imports():
@@ -14,3 +32,170 @@ def test_preload_modules_are_the_notebooks_top_level_imports():
     assert "tensorflow" in warm.preload_modules(assignments()["05_tf1_vs_tf2"])
     whole_class = warm.preload_modules(assignments()["01_tensors"], assignments()["05_tf1_vs_tf2"])
     assert set(modules) | {"tensorflow"} <= set(whole_class), "one zygote serves every assignment of the class"
+
+
+@pytest.fixture(scope="module")
+def zygote():
+    """A zygote of the kind the run's driver starts, reached by address as a worker reaches it."""
+    started = warm.Zygote(("ipykernel.kernelapp",))
+    started.ready()
+    warm.activate((), address=started.address)
+    yield started
+    warm.deactivate()
+    started.close()
+
+
+def alive(pid: int) -> bool:
+    """A live process (a zombie left for its parent to collect counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def wait_until(condition, seconds: float = 10) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+async def run_in_kernel(code: str) -> tuple[SandboxedKernelManager, str]:
+    """Start a kernel from the active zygote, run `code`, return the manager and what it printed."""
+    printed: list[dict] = []
+    km = SandboxedKernelManager()
+    await km.start_kernel()
+    kc = km.client()
+    kc.start_channels()
+    try:
+        await kc.wait_for_ready(timeout=60)
+        reply = await kc.execute_interactive(code, timeout=60, output_hook=printed.append)
+        assert reply["content"]["status"] == "ok", reply["content"]
+    finally:
+        kc.stop_channels()
+    text = "".join(m["content"].get("text", "") for m in printed if m["msg_type"] == "stream")
+    return km, text
+
+
+DETACH = """
+import os, subprocess, sys
+child = os.fork()
+if child == 0:  # a double fork in a new session: the sleep outlives its parent
+    os.setsid()
+    print(subprocess.Popen(["sleep", "300"]).pid, flush=True)
+    os._exit(0)
+os.waitpid(child, 0)
+"""
+
+
+@linux_only
+def test_what_a_forked_kernel_detaches_is_kept_by_its_keeper_and_killed_when_the_kernel_dies(zygote):
+    km, text = asyncio.run(run_in_kernel(DETACH))
+    sleep = int(text.split()[-1])
+    kernel = km.provisioner.process
+    try:
+        assert alive(sleep) and parent_of(sleep) == kernel.keeper.pid, \
+            "the keeper, the kernel's subreaper, adopts what the kernel's children detach"
+        kernel.kill()  # as the grader does once the last cell ran: the keeper must end what the kernel left
+        assert wait_until(lambda: not alive(sleep)), f"sleep {sleep} outlived its kernel"
+        assert wait_until(lambda: not kernel.keeper.is_running() or kernel.keeper.status() == "zombie"), \
+            "the keeper leaves once nothing is left to keep"
+        assert kernel.poll() is not None
+    finally:
+        warm.kill_kernels()
+        if alive(sleep):
+            os.kill(sleep, 9)
+
+
+@linux_only
+def test_kill_kernels_ends_a_running_kernel_with_everything_below_its_keeper(zygote):
+    km, text = asyncio.run(run_in_kernel(DETACH))
+    sleep, kernel = int(text.split()[-1]), km.provisioner.process
+    try:
+        warm.kill_kernels()
+        assert wait_until(lambda: not alive(sleep) and not alive(kernel.pid), 5)
+        assert kernel.poll() is not None
+        assert warm.spared() == {zygote.server} and alive(zygote.server), "the zygote serves the next submission"
+    finally:
+        if alive(sleep):
+            os.kill(sleep, 9)
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    found = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:"):
+            found.add(target)
+    return found
+
+
+@linux_only
+def test_a_forked_kernel_holds_none_of_the_zygotes_sockets(zygote):
+    """A kernel that held the zygote's listening socket could take other workers' requests, or ask for a kernel
+    outside the sandbox: the keeper and the kernel close every descriptor they inherit."""
+    km, _ = asyncio.run(run_in_kernel("pass"))
+    kernel = km.provisioner.process
+    try:
+        zygote_sockets = _socket_inodes(zygote.server)
+        assert zygote_sockets, "the zygote listens on a socket (else the test proves nothing)"
+        assert not zygote_sockets & _socket_inodes(kernel.pid)
+        assert not zygote_sockets & _socket_inodes(kernel.keeper.pid)
+    finally:
+        warm.kill_kernels()
+
+
+@linux_only
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root")
+def test_the_zygote_answers_only_its_own_user(zygote):
+    """A sandboxed kernel runs as a uid of its own: even if it could reach the socket, it gets no kernel."""
+    assert (Path(zygote.address).parent.stat().st_mode & 0o777) == 0o700
+    child = os.fork()
+    if child == 0:  # another user asks for a kernel outside any sandbox
+        code = 1
+        try:
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.connect(zygote.address)
+            code = 2  # the folder let it through
+        except PermissionError:
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "another user reached the zygote's socket"
+    # Past the folder, the zygote itself checks who asks (SO_PEERCRED): connected through a copy of the socket's
+    # path where anyone may connect, another user is refused before the zygote reads any request.
+    with tempfile.TemporaryDirectory() as open_folder:
+        os.chmod(open_folder, 0o755)
+        link = Path(open_folder) / "socket"
+        os.link(zygote.address, link)
+        os.chmod(link, 0o777)
+        read_end, write_end = os.pipe()
+        child = os.fork()
+        if child == 0:
+            try:
+                os.setresgid(65534, 65534, 65534)
+                os.setresuid(65534, 65534, 65534)
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                    conn.connect(str(link))
+                    os.write(write_end, conn.makefile("rb").readline() or b"(closed)")
+            except BaseException as err:  # noqa: BLE001 - reported to the test
+                os.write(write_end, repr(err).encode())
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        os.waitpid(child, 0)
+        with os.fdopen(read_end, "rb") as answer:
+            reply = answer.read()
+    assert b'"pid"' not in reply and b"another user" in reply, reply

@@ -153,8 +153,9 @@ def fixed_costs(kit_out: Path) -> dict[str, float]:
 
     whole_class = warm.preload_modules(*assignments().values())
     return {
-        "command start (Python, imports of the grader)": median_of(
-            lambda: subprocess.run([sys.executable, "-c", "import autograder.grade"], cwd=REPO, check=True)),
+        "command start (Python, imports of the grader, while the zygote starts)": median_of(
+            lambda: subprocess.run([sys.executable, "-c", "import autograder.grade, autograder.grading.pipeline, "
+                                    "autograder.authoring.release"], cwd=REPO, check=True)),
         "release check (`make release` and the grader's own check, release current)": median_of(release_check),
         "zygote start, 01 only (once per run, begun before the command's own imports)": median_of(
             lambda: zygote_start(warm.preload_modules(assignments()["01_tensors"]))),

@@ -190,8 +190,10 @@ class Zygote:
                 socket.send_fds(conn, [(json.dumps(request) + "\n").encode()], [sys.stderr.fileno()])
                 reply = json.loads(conn.makefile("rb").readline() or b"{}")
         except (OSError, ValueError) as err:
-            raise ZygoteError(f"the zygote did not answer: {err}") from err
+            reply = {"error": f"the zygote did not answer: {err}"}
         if "pid" not in reply:
+            # said in the worker's log: nbgrader's, where the provisioner notes the cold start, is kept only on failure
+            print(f"WARNING: a cold kernel: {reply.get('error', 'the zygote gave no kernel')}", file=sys.stderr)
             raise ZygoteError(reply.get("error", "the zygote gave no kernel"))
         if first:
             self.loaded, self.server = reply.get("loaded", []), reply.get("zygote")

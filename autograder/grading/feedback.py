@@ -19,14 +19,13 @@ from pathlib import Path
 import jinja2
 
 from autograder.grading.results import CellResult, cell_scores
-
-TEMPLATES = Path(__file__).parent / "templates"
+from autograder.paths import FEEDBACK_TEMPLATES
 
 
 @lru_cache(maxsize=1)
 def _template() -> jinja2.Template:
     """The page's template; autoescape on, since messages and names come from student code."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(FEEDBACK_TEMPLATES), autoescape=True,
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     return env.get_template("feedback.html.j2")
 

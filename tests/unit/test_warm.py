@@ -20,6 +20,7 @@ import pytest
 from autograder.course import assignments
 from autograder.execution import warm
 from autograder.execution.kernel import SandboxedKernelManager
+from tests.unit.test_reaper import alive
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="keepers and /proc are Linux's")
 
@@ -43,14 +44,6 @@ def zygote():
     yield started
     warm.deactivate()
     started.close()
-
-
-def alive(pid: int) -> bool:
-    """A live process (a zombie left for its parent to collect counts as gone)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def parent_of(pid: int) -> int:

@@ -10,7 +10,7 @@ its own workspace (several at once), and writes into OUT:
   tampered.csv    the tests voided because the submission tampered with what tests rely on (only if any)
   timings.csv     seconds each submission graded in this run took, and how many of them its cells ran
   report.html     the class report (scores, pass rates, common failures, timings): autograder/grading/class_report.py
-  logs/           nbgrader's log for every submission whose grading failed, and each worker's log
+  logs/           nbgrader's log for every submission whose grading failed, each worker's log, the zygote's
   gradebook.db, source/, submitted/   the class gradebook: OUT is an nbgrader course directory,
                   so `nbgrader formgrader` and `nbgrader export` work on it
 A submission that cannot be graded costs its student the points and the TA nothing: it gets
@@ -95,14 +95,15 @@ def start_zygote_early(folder: Path, wanted: set[str], with_blank: bool, options
         return None
     from autograder.course import assignments
     from autograder.execution import warm
+    from autograder.isolation.limits import process_rlimits
 
     found = [p.name for p in folder.glob("*/*") if p.is_dir() and p.name in wanted] + (list(wanted) * with_blank)
     if len(found) <= options.workers:
         return None
     modules = warm.preload_modules(*(assignments()[a] for a in sorted(set(found))), devices=options.devices)
     (options.out / "logs").mkdir(parents=True, exist_ok=True)
-    return warm.Zygote(modules, env=options.kernel_environment(min(options.workers, len(found))),
-                       log=options.out / "logs" / "zygote.log")
+    return warm.start(modules, options.kernel_environment(min(options.workers, len(found))),
+                      options.out / "logs" / "zygote.log", process_rlimits(options.limits))
 
 
 def grade(args: argparse.Namespace, options: GradingOptions, only: set[str], zygote) -> int:

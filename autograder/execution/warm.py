@@ -35,7 +35,7 @@ import nbformat
 import psutil
 
 from autograder.course import first_use_modules, notebook_imports
-from autograder.isolation.limits import kernel_rlimits, kill_descendants
+from autograder.isolation.limits import kill_descendants
 from autograder.paths import SANDBOX_SCRIPT, ZYGOTE_SCRIPT
 from dlkit.devices import xla_backend
 from dlkit.integrity import CORE
@@ -134,14 +134,18 @@ class Zygote:
     wait for its imports), or started by another, the run's driver (`Zygote.attach(address)`)."""
 
     def __init__(self, modules: tuple[str, ...], start_timeout: float = 300, env: dict[str, str] | None = None,
-                 log: Path | None = None):
-        self.modules = modules
+                 log: Path | None = None, rlimits: dict[str, int] | None = None):
+        """Start a zygote importing `modules`, with the kernels' environment `env` on top of this process's
+        (some libraries read it when imported), the resource limits `rlimits` (limits.process_rlimits) and
+        its output appended to `log`."""
+        self.modules, self.env, self.broken = modules, env or {}, False
         self.folder = Path(tempfile.mkdtemp(prefix="kit-zygote-"))  # 0700: only this user reaches the socket
         self.address = str(self.folder / "socket")
         stderr = open(log, "ab") if log else None
         try:
             self.process: subprocess.Popen | None = subprocess.Popen(
-                [sys.executable, str(ZYGOTE_SCRIPT), str(SANDBOX_SCRIPT), self.address, *modules],
+                [sys.executable, str(ZYGOTE_SCRIPT), str(SANDBOX_SCRIPT), self.address, json.dumps(rlimits or {}),
+                 *modules],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd="/",
                 env={**os.environ, **(env or {}), **ZYGOTE_ENV})  # the kernels' own: imports read some
         finally:
@@ -157,6 +161,7 @@ class Zygote:
         """The zygote another process started at `address`; its first kernel waits for its imports."""
         zygote = cls.__new__(cls)
         zygote.modules, zygote.folder, zygote.address, zygote.process, zygote.server = (), None, address, None, None
+        zygote.env, zygote.broken = {}, False
         zygote.start_timeout, zygote._ready_by, zygote.loaded = start_timeout, time.monotonic() + start_timeout, None
         return zygote
 
@@ -181,8 +186,7 @@ class Zygote:
         try:
             if self.process is not None:
                 self.ready()
-            request = {"connection_file": connection_file, "env": env, "cwd": cwd, "sandbox_spec": sandbox_spec,
-                       "rlimits": kernel_rlimits()}
+            request = {"connection_file": connection_file, "env": env, "cwd": cwd, "sandbox_spec": sandbox_spec}
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
                 # A zygote still importing has queued the connection: the first answer may take its start.
                 conn.settimeout(max(timeout, self._ready_by - time.monotonic()) if first else timeout)
@@ -192,9 +196,12 @@ class Zygote:
         except (OSError, ValueError) as err:
             reply = {"error": f"the zygote did not answer: {err}"}
         if "pid" not in reply:
-            # said in the worker's log: nbgrader's, where the provisioner notes the cold start, is kept only on failure
-            print(f"WARNING: a cold kernel: {reply.get('error', 'the zygote gave no kernel')}", file=sys.stderr)
-            raise ZygoteError(reply.get("error", "the zygote gave no kernel"))
+            # Cold kernels from now on: asking again would cost every later submission the same wait. Said in the
+            # worker's log: nbgrader's, where the provisioner notes the cold start, is kept only on failure.
+            self.broken = True
+            why = reply.get("error", "the zygote gave no kernel")
+            print(f"WARNING: cold kernels from now on in this worker: {why}", file=sys.stderr)
+            raise ZygoteError(why)
         if first:
             self.loaded, self.server = reply.get("loaded", []), reply.get("zygote")
             print(f"warm kernels: a zygote preloaded {' '.join(self.loaded)}", file=sys.stderr)  # the worker's log
@@ -203,7 +210,7 @@ class Zygote:
         return kernel
 
     def alive(self) -> bool:
-        return self.process is None or self.process.poll() is None
+        return not self.broken and (self.process is None or self.process.poll() is None)
 
     def close(self) -> None:
         """Stop a zygote this process started (its kernels' keepers are re-parented, and killed with the run)."""
@@ -214,22 +221,32 @@ class Zygote:
             shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def start(modules: tuple[str, ...], env: dict[str, str], log: Path | None, rlimits: dict[str, int]) -> Zygote | None:
+    """A new zygote (see Zygote), or None, said on stderr, where this system cannot start one: cold kernels."""
+    try:
+        return Zygote(modules, env=env, log=log, rlimits=rlimits)
+    except OSError as err:
+        print(f"WARNING: cold kernels: the zygote could not start: {err}", file=sys.stderr)
+        return None
+
+
 _active: Zygote | None = None
 _suspended = False
 _forked: list[ForkedKernel] = []
 
 
-def activate(modules: tuple[str, ...], address: str | None = None) -> Zygote:
+def activate(modules: tuple[str, ...], address: str | None = None, rlimits: dict[str, int] | None = None) -> None:
     """Make the zygote kernels of this process fork from: the run's zygote at `address`, or else one of this
-    process's own for `modules`, started if needed (not waited for)."""
+    process's own for `modules` under `rlimits`, started if needed (not waited for)."""
     global _active
     if _active is not None:
-        same = _active.address == address if address else _active.modules == modules and _active.alive()
-        if same:
-            return _active
+        if (_active.address == address) if address else (_active.process is not None and _active.modules == modules):
+            return  # the same zygote, even broken (then kernels start cold: starting it again could fail the same way)
         deactivate()
-    _active = Zygote.attach(address) if address else Zygote(modules)
-    return _active
+    if address:
+        _active = Zygote.attach(address)
+    else:
+        _active = start(modules, env=dict(os.environ), log=None, rlimits=rlimits or {})
 
 
 @contextmanager

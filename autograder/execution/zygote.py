@@ -1,11 +1,14 @@
 """A process that imports the heavy libraries once and forks a fresh kernel for every submission.
 
-Started by autograder.execution.warm as `python zygote.py SANDBOX_SCRIPT SOCKET MODULE ...`. It listens on
-the Unix socket SOCKET (before importing, so that a worker asking early simply waits), imports the
-modules (torch, tensorflow, ipykernel, ...), prints {"ready": [...]} and then answers one request per
-connection: a JSON line naming the kernel's connection file, environment, working folder, sandbox
-spec and resource limits, sent with the worker's stderr as a passed file descriptor. One zygote serves
-every grading worker of a machine; each connection is checked to come from the zygote's own user.
+Started by autograder.execution.warm as `python zygote.py SANDBOX_SCRIPT SOCKET RLIMITS MODULE ...`. It
+sets the resource limits RLIMITS (JSON, {"RLIMIT_DATA": bytes, ...}: the grading workers' own, so the
+zygote's imports and every kernel it forks are limited as a worker's children are), listens on the
+Unix socket SOCKET (before importing, so that a worker asking early simply waits), imports the modules
+(torch, tensorflow, ipykernel, ...), prints {"ready": [...]} and then answers one request per
+connection: a JSON line naming the kernel's connection file, environment, working folder and sandbox
+spec, sent with the worker's stderr as a passed file descriptor. One zygote serves every grading
+worker of a machine; each connection is checked to come from the zygote's own user, and one that
+says nothing within REQUEST_SECONDS or hangs up before its kernel is forked gets none.
 
 For each request it forks a keeper, and the keeper forks the kernel. The keeper is the kernel's
 child subreaper: whatever the submission starts and detaches (double fork, setsid) is re-parented to
@@ -44,6 +47,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SANDBOX_SCRIPT = ""  # set from the command line: the zygote is a script and cannot import autograder.paths
 _PR_SET_CHILD_SUBREAPER = 36
 _REQUEST_BYTES = 1 << 20
+REQUEST_SECONDS = 5  # a worker sends its request at once; a silent connection must not hold up the others
 
 
 def preload(modules: list[str]) -> list[str]:
@@ -93,8 +97,8 @@ def children(pid: int) -> list[int]:
 
 
 def kill_children() -> None:
-    """SIGKILL every child of this process, and reap them. A subreaper gets its descendants as children
-    when their parents die, so calling this until none are left ends the whole tree."""
+    """SIGKILL every child of this process (the caller reaps them). A subreaper gets its descendants as
+    children when their parents die, so calling this until none are left ends the whole tree."""
     for pid in children(os.getpid()):
         try:
             os.kill(pid, signal.SIGKILL)
@@ -113,6 +117,7 @@ def become_kernel(request: dict, log_fd: int, sandbox) -> None:
         os.dup2(log_fd, 1)  # the kernel's stray output goes to its worker's log
         os.dup2(log_fd, 2)
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        sys.argv[:] = sys.argv[:1]  # the zygote's arguments name its socket
         env = dict(request["env"])
         if sandbox is not None:
             env.update(sandbox.private_env(sandbox.enter(request["sandbox_spec"])))
@@ -165,8 +170,6 @@ def start_kernel(request: dict, log_fd: int, keep_fds: set[int]) -> tuple[int, i
                 os.close(fd)
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is for the grader, which kills us
             become_subreaper()
-            for which, (soft, hard) in request.get("rlimits", {}).items():
-                resource.setrlimit(getattr(resource, which), (soft, hard))
             sandbox = None
             if request.get("sandbox_spec"):
                 sandbox = _load_sandbox()
@@ -193,6 +196,7 @@ def start_kernel(request: dict, log_fd: int, keep_fds: set[int]) -> tuple[int, i
 
 def receive(conn: socket.socket) -> tuple[dict, int]:
     """One request: a JSON line, the first part of which carries the worker's stderr descriptor."""
+    conn.settimeout(REQUEST_SECONDS)
     data, fds, _, _ = socket.recv_fds(conn, _REQUEST_BYTES, 1)
     if len(fds) != 1:
         for fd in fds:
@@ -211,6 +215,12 @@ def from_our_user(conn: socket.socket) -> bool:
     """Whether the peer runs as this process's user (a sandboxed kernel never does)."""
     _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
     return uid == os.geteuid()
+
+
+def hung_up(conn: socket.socket) -> bool:
+    """Whether the worker closed the connection (it gave up waiting and started a cold kernel)."""
+    readable, _, _ = select.select([conn], [], [], 0)
+    return bool(readable) and conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
 
 
 def reap(keepers: set[int]) -> None:
@@ -234,8 +244,11 @@ def reap(keepers: set[int]) -> None:
 
 def serve(listener: socket.socket, modules: list[str]) -> None:
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]  # kernels must not import the grader
+    starter = os.dup(1)
+    os.dup2(2, 1)  # what imports print goes to the log: a pipe nobody reads would fill and stop the zygote
     loaded = preload(modules)
-    print(json.dumps({"ready": loaded}), flush=True)
+    os.write(starter, (json.dumps({"ready": loaded}) + "\n").encode())
+    os.close(starter)
     become_subreaper()
     keepers: set[int] = set()
     inherited = {listener.fileno(), 0, 1}  # the socket, the starter's pipes
@@ -253,17 +266,20 @@ def serve(listener: socket.socket, modules: list[str]) -> None:
                     raise PermissionError("a request from another user")
                 request, log_fd = receive(conn)
                 try:
+                    if hung_up(conn):
+                        continue
                     kernel, keeper = start_kernel(request, log_fd, inherited | {conn.fileno()})
                 finally:
                     os.close(log_fd)
                 keepers.add(keeper)
                 reply = {"pid": kernel, "keeper": keeper, "zygote": os.getpid(), "loaded": loaded}
             except Exception as err:  # noqa: BLE001 - the worker falls back to a cold kernel
-                reply = {"error": f"{type(err).__name__}: {err}"}
+                reply, keeper = {"error": f"{type(err).__name__}: {err}"}, None
             try:
                 conn.sendall((json.dumps(reply) + "\n").encode())
-            except OSError:
-                pass
+            except OSError:  # the worker is gone or gave up: nobody will ever stop this kernel but us
+                if keeper is not None:
+                    os.kill(keeper, signal.SIGKILL)  # what it kept is re-parented here, and reap kills it
 
 
 def listen(path: str) -> socket.socket:
@@ -275,6 +291,17 @@ def listen(path: str) -> socket.socket:
     return listener
 
 
+def limit(rlimits: dict[str, int]) -> None:
+    """Set each named resource limit (soft and hard) on this process, as the grading workers have them (a
+    limit the system refuses is refused to the workers too, and each worker's log says so)."""
+    for name, value in rlimits.items():
+        try:
+            resource.setrlimit(getattr(resource, name), (value, value))
+        except (ValueError, OSError):
+            pass
+
+
 if __name__ == "__main__":
     SANDBOX_SCRIPT = sys.argv[1]
-    serve(listen(sys.argv[2]), sys.argv[3:])
+    limit(json.loads(sys.argv[3]))
+    serve(listen(sys.argv[2]), sys.argv[4:])

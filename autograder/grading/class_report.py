@@ -19,6 +19,7 @@ import base64
 import csv
 import html
 import io
+import math
 import re
 import statistics
 import sys
@@ -226,7 +227,7 @@ def assignment_section(assignment: str, rows: list[CellResult], seconds: list[fl
         p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
         parts.append(_table(["submissions timed", "median s", "90th percentile s", "slowest s", "total min"],
                             [[str(len(seconds)), f"{statistics.median(seconds):.1f}", f"{p90:.1f}",
-                              f"{ordered[-1]:.1f}", f"{sum(seconds) / 60:.1f}"]], 0))
+                              f"{ordered[-1]:.1f}", f"{math.fsum(seconds) / 60:.1f}"]], 0))
         parts.append(time_histogram(seconds, assignment))
     else:
         parts.append("<p>not recorded (no timings.csv, or every submission was graded by an earlier run)</p>")

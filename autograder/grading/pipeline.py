@@ -33,7 +33,7 @@ from autograder.grading.gradebook import class_db_url, class_gradebook, lay_out_
 from autograder.grading.intake import Submission
 from autograder.grading.report import Timing, in_csv_order, write_csvs, write_timings
 from autograder.grading.results import CellResult, autograded_cells, collect, execution_seconds
-from autograder.isolation.limits import kill_descendants
+from autograder.isolation.limits import kill_descendants, process_rlimits
 from autograder.options import GradingOptions
 from autograder.paths import BUILD, RELEASE
 
@@ -58,7 +58,7 @@ def grade_submission(submission: Submission, options: GradingOptions, preload: t
     # started, not waited for: a zygote that fails to start means a cold kernel (warm.py)
     if options.warm_kernels if warm_kernels is None else warm_kernels:
         warm.activate(preload or warm.preload_modules(assignments()[submission.assignment], devices=options.devices),
-                      address=zygote)
+                      address=zygote, rlimits=process_rlimits(options.limits))
     workspace, success, log = _autograde_once(submission, options)
     if (reason := infrastructure_failure(log)) is not None:
         print(f"WARNING: {submission.student}/{submission.assignment}: {reason}; retrying once with a cold kernel",
@@ -157,11 +157,11 @@ def grade_in_parallel(todo: list[Submission], options: GradingOptions,
     (out / "logs").mkdir(parents=True, exist_ok=True)
     # Local workers share one, started before they are forked; a Dask worker (another machine?) starts its own.
     shared = warm_kernels and options.engine == "local"
-    if zygote is not None and not (shared and set(preload) <= set(zygote.modules)):
+    if zygote is not None and not (shared and set(preload) <= set(zygote.modules) and zygote.env == kernel_env):
         zygote.close()
         zygote = None
     if shared and zygote is None:
-        zygote = warm.Zygote(preload, env=kernel_env, log=out / "logs" / "zygote.log")
+        zygote = warm.start(preload, kernel_env, out / "logs" / "zygote.log", process_rlimits(options.limits))
     if options.engine == "dask":
         engine = dask_engine(workers, out / "logs", options.limits, kernel_env, options.scheduler)
     else:
@@ -226,13 +226,17 @@ class ReportSections:
         if self.waiting[name] == 0:
             from autograder.grading.class_report import assignment_section  # matplotlib: imported while grading
 
-            self.built[name] = assignment_section(name, in_csv_order(self.rows[name]), self.seconds[name])
+            try:
+                self.built[name] = assignment_section(name, in_csv_order(self.rows[name]), self.seconds[name])
+            except Exception as err:  # noqa: BLE001 - tried again at the end, once the grades are written
+                print(f"WARNING: the class report's {name} section: {type(err).__name__}: {err}", file=sys.stderr)
 
     def write(self, out: Path, rows: list[CellResult]) -> Path:
-        """OUT/report.html of the whole class (`rows`), building the sections not built yet."""
-        from autograder.grading.class_report import write_report
+        """OUT/report.html of the whole class (`rows`), building the sections not built yet; with no timings
+        from this run (all resumed), those OUT/timings.csv still holds, as a rebuild would read them."""
+        from autograder.grading.class_report import read_timings, write_report
 
-        return write_report(out, in_csv_order(rows), self.seconds, self.built)
+        return write_report(out, in_csv_order(rows), self.seconds or read_timings(out), self.built)
 
 
 def grade_class(submissions: list[Submission], options: GradingOptions, zygote: warm.Zygote | None = None

@@ -118,7 +118,12 @@ class GuardedExecute(Execute):
         return cell, resources
 
     def _run_grader_cell(self, cell, resources, index):
-        """Run the grader's own first cell; any failure there is the grading machine's, not the student's."""
+        """Run the grader's own first cell; any failure there is the grading machine's, not the student's.
+
+        The notebook's time budget starts here, with the kernel up: the wait for a kernel (a zygote still
+        importing, a cold start on a loaded machine) is the machine's time, not the submission's.
+        """
+        self._deadline = time.monotonic() + self.notebook_timeout
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         except (DeadKernelError, CellTimeoutError) as err:

@@ -1,7 +1,7 @@
 """Limits on what one submission may consume, and clean-up of whatever it leaves running.
 
-Applied in each grading worker process, so every kernel the worker starts inherits them (a kernel
-forked by the run's shared zygote is given the worker's, see kernel_rlimits):
+Applied in each grading worker process, so every kernel the worker starts inherits them, and in the
+run's zygote, so every kernel it forks does (process_rlimits):
 - memory: RLIMIT_DATA caps each process's private writable memory (what malloc, NumPy and torch's
   CPU tensors take), so a memory bomb raises MemoryError in the student's cell instead of waking
   the kernel's OOM killer, which could hit anybody. Unlike RLIMIT_AS it leaves alone address
@@ -55,28 +55,28 @@ class Limits:
         return config
 
 
+_LIMITED = {"RLIMIT_DATA": "memory", "RLIMIT_FSIZE": "file size", "RLIMIT_CORE": "core dumps"}
+
+
+def process_rlimits(limits: Limits) -> dict[str, int]:
+    """The resource limits (soft and hard alike) of every process of a submission, by resource name: set on
+    each grading worker (apply_process_limits) and on the zygote that forks warm kernels (warm.py)."""
+    return {"RLIMIT_DATA": limits.memory_bytes, "RLIMIT_FSIZE": limits.file_bytes, "RLIMIT_CORE": 0}
+
+
 def apply_process_limits(limits: Limits) -> list[str]:
     """Set the resource limits on this process (inherited by kernels); return warnings for any that failed."""
     warnings = []
-    for name, which, value in (("memory", resource.RLIMIT_DATA, limits.memory_bytes),
-                               ("file size", resource.RLIMIT_FSIZE, limits.file_bytes),
-                               ("core dumps", resource.RLIMIT_CORE, 0)):
+    for name, value in process_rlimits(limits).items():
         try:
-            resource.setrlimit(which, (value, value))
+            resource.setrlimit(getattr(resource, name), (value, value))
         except (ValueError, OSError) as err:
-            warnings.append(f"could not limit {name}: {err}")
+            warnings.append(f"could not limit {_LIMITED[name]}: {err}")
     try:
         become_subreaper()
     except (OSError, AttributeError) as err:
         warnings.append(f"processes a submission detaches may outlive grading: {err}")
     return warnings
-
-
-def kernel_rlimits() -> dict[str, tuple[int, int]]:
-    """This process's memory, file-size and core-dump limits (apply_process_limits set them in a worker), by
-    resource name: what a kernel forked by the run's zygote, not by the worker, is given (zygote.py)."""
-    names = ("RLIMIT_DATA", "RLIMIT_FSIZE", "RLIMIT_CORE")
-    return {name: resource.getrlimit(getattr(resource, name)) for name in names}
 
 
 def become_subreaper() -> None:

@@ -8,6 +8,7 @@ tests): what is checked is the zygote's part, which holds with or without the sa
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import sys
@@ -15,10 +16,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from autograder.course import assignments
 from autograder.execution import warm
+from autograder.execution import zygote as zygote_module
 from autograder.execution.kernel import SandboxedKernelManager
 from tests.unit.test_reaper import alive
 
@@ -35,10 +38,13 @@ def test_preload_modules_are_the_notebooks_top_level_imports():
     assert set(modules) | {"tensorflow"} <= set(whole_class), "one zygote serves every assignment of the class"
 
 
+FILE_LIMIT = 2**30 + 4096  # an odd value, so that the kernels' limit is seen to be the zygote's
+
+
 @pytest.fixture(scope="module")
 def zygote():
     """A zygote of the kind the run's driver starts, reached by address as a worker reaches it."""
-    started = warm.Zygote(("ipykernel.kernelapp",))
+    started = warm.Zygote(("ipykernel.kernelapp",), rlimits={"RLIMIT_FSIZE": FILE_LIMIT})
     started.ready()
     warm.activate((), address=started.address)
     yield started
@@ -192,3 +198,39 @@ def test_the_zygote_answers_only_its_own_user(zygote):
         with os.fdopen(read_end, "rb") as answer:
             reply = answer.read()
     assert b'"pid"' not in reply and b"another user" in reply, reply
+
+
+@linux_only
+def test_kernels_run_under_the_limits_the_zygote_was_started_with(zygote):
+    """The driver starts the zygote, not a worker: the workers' limits must reach its kernels all the same."""
+    km, text = asyncio.run(run_in_kernel("import resource; print(resource.getrlimit(resource.RLIMIT_FSIZE))"))
+    try:
+        assert text.strip() == f"({FILE_LIMIT}, {FILE_LIMIT})"
+    finally:
+        warm.kill_kernels()
+
+
+def _keepers(zygote) -> set[int]:
+    return {p.pid for p in psutil.Process(zygote.server).children()}
+
+
+@linux_only
+def test_a_silent_or_departed_client_costs_the_others_nothing(zygote):
+    """A connection that never sends its request is dropped after REQUEST_SECONDS, and a worker that gave up
+    waiting (it then starts a cold kernel) is left with no kernel of the zygote's running for nobody."""
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    silent.connect(zygote.address)
+    try:
+        started = time.monotonic()
+        km, _ = asyncio.run(run_in_kernel("pass"))  # queued behind the silent connection
+        assert time.monotonic() - started < zygote_module.REQUEST_SECONDS + 30
+        warm.kill_kernels()
+    finally:
+        silent.close()
+    before = _keepers(zygote)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as departed:
+        departed.connect(zygote.address)
+        with tempfile.TemporaryDirectory() as folder:
+            request = {"connection_file": f"{folder}/kernel.json", "env": dict(os.environ), "cwd": folder}
+            socket.send_fds(departed, [(json.dumps(request) + "\n").encode()], [2])
+    assert wait_until(lambda: _keepers(zygote) <= before, 5), "a kernel was left for a worker that had gone"

@@ -27,11 +27,15 @@ import contextlib
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autograder import skip_unused_schema_formats
 from autograder.isolation.limits import Limits
 from autograder.options import ENGINES, GradingOptions, grading_devices
 from dlkit.devices import DEVICES_ENV
+
+if TYPE_CHECKING:  # imported when needed: the zygote starts before the grader's imports
+    from autograder.execution.warm import Zygote
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             zygote.close()
 
 
-def start_zygote_early(folder: Path, wanted: set[str], with_blank: bool, options: GradingOptions):
+def start_zygote_early(folder: Path, wanted: set[str], with_blank: bool, options: GradingOptions) -> Zygote | None:
     """The run's zygote (autograder/execution/warm.py), started before the grader imports itself (~1.5 s),
     since its own imports (~6 s for all eight notebooks) are what the first warm kernels wait for; None
     where warm kernels cannot pay off (no more submission folders than workers) or do not apply.
@@ -106,7 +110,7 @@ def start_zygote_early(folder: Path, wanted: set[str], with_blank: bool, options
                       options.out / "logs" / "zygote.log", process_rlimits(options.limits))
 
 
-def grade(args: argparse.Namespace, options: GradingOptions, only: set[str], zygote) -> int:
+def grade(args: argparse.Namespace, options: GradingOptions, only: set[str], zygote: Zygote | None) -> int:
     """Release what changed, find the submissions, grade them (forking kernels from `zygote` when it is the
     one the run needs), print the table; the exit status."""
     from autograder.authoring.release import build_release

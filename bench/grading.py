@@ -134,7 +134,7 @@ def fixed_costs(kit_out: Path) -> dict[str, float]:
         return statistics.median(timed(run) for _ in range(3))
 
     def zygote_start(modules: tuple[str, ...]) -> None:
-        zygote = warm.Zygote(modules)
+        zygote = warm.Zygote.spawn(modules)
         try:
             zygote.ready()
         finally:

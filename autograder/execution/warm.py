@@ -130,40 +130,37 @@ class ForkedKernel:
 
 
 class Zygote:
-    """A zygote, reached through its Unix socket: started by this process (`Zygote(modules)`, which does not
-    wait for its imports), or started by another, the run's driver (`Zygote.attach(address)`)."""
+    """A zygote, reached through its Unix socket at `address`: one this process started (`Zygote.spawn`, which
+    does not wait for its imports), or one another process, the run's driver, started (`Zygote(address)`,
+    whose first kernel waits for those imports)."""
 
-    def __init__(self, modules: tuple[str, ...], start_timeout: float = 300, env: dict[str, str] | None = None,
-                 log: Path | None = None, rlimits: dict[str, int] | None = None):
+    def __init__(self, address: str, process: subprocess.Popen | None = None, folder: Path | None = None,
+                 modules: tuple[str, ...] = (), env: dict[str, str] | None = None, start_timeout: float = 300):
+        self.address, self.process, self.folder = address, process, folder
+        self.modules, self.env, self.broken = modules, env or {}, False
+        self.start_timeout = start_timeout
+        self._ready_by = time.monotonic() + start_timeout
+        self.loaded: list[str] | None = None
+        self.server: int | None = process.pid if process else None  # the zygote's pid, where known
+
+    @classmethod
+    def spawn(cls, modules: tuple[str, ...], env: dict[str, str] | None = None, log: Path | None = None,
+              rlimits: dict[str, int] | None = None, start_timeout: float = 300) -> Zygote:
         """Start a zygote importing `modules`, with the kernels' environment `env` on top of this process's
         (some libraries read it when imported), the resource limits `rlimits` (limits.process_rlimits) and
         its output appended to `log`."""
-        self.modules, self.env, self.broken = modules, env or {}, False
-        self.folder = Path(tempfile.mkdtemp(prefix="kit-zygote-"))  # 0700: only this user reaches the socket
-        self.address = str(self.folder / "socket")
+        folder = Path(tempfile.mkdtemp(prefix="kit-zygote-"))  # 0700: only this user reaches the socket
+        address = str(folder / "socket")
         stderr = open(log, "ab") if log else None
         try:
-            self.process: subprocess.Popen | None = subprocess.Popen(
-                [sys.executable, str(ZYGOTE_SCRIPT), str(SANDBOX_SCRIPT), self.address, json.dumps(rlimits or {}),
-                 *modules],
+            process = subprocess.Popen(
+                [sys.executable, str(ZYGOTE_SCRIPT), str(SANDBOX_SCRIPT), address, json.dumps(rlimits or {}), *modules],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd="/",
                 env={**os.environ, **(env or {}), **ZYGOTE_ENV})  # the kernels' own: imports read some
         finally:
             if stderr:
                 stderr.close()
-        self.start_timeout = start_timeout
-        self._ready_by = time.monotonic() + start_timeout
-        self.loaded: list[str] | None = None
-        self.server: int | None = self.process.pid  # the zygote's pid, where known
-
-    @classmethod
-    def attach(cls, address: str, start_timeout: float = 300) -> Zygote:
-        """The zygote another process started at `address`; its first kernel waits for its imports."""
-        zygote = cls.__new__(cls)
-        zygote.modules, zygote.folder, zygote.address, zygote.process, zygote.server = (), None, address, None, None
-        zygote.env, zygote.broken = {}, False
-        zygote.start_timeout, zygote._ready_by, zygote.loaded = start_timeout, time.monotonic() + start_timeout, None
-        return zygote
+        return cls(address, process, folder, modules, env, start_timeout)
 
     def ready(self) -> list[str]:
         """Wait (until the start timeout) for a zygote this process started to finish its imports; the
@@ -224,7 +221,7 @@ class Zygote:
 def start(modules: tuple[str, ...], env: dict[str, str], log: Path | None, rlimits: dict[str, int]) -> Zygote | None:
     """A new zygote (see Zygote), or None, said on stderr, where this system cannot start one: cold kernels."""
     try:
-        return Zygote(modules, env=env, log=log, rlimits=rlimits)
+        return Zygote.spawn(modules, env=env, log=log, rlimits=rlimits)
     except OSError as err:
         print(f"WARNING: cold kernels: the zygote could not start: {err}", file=sys.stderr)
         return None
@@ -244,7 +241,7 @@ def activate(modules: tuple[str, ...], address: str | None = None, rlimits: dict
             return  # the same zygote, even broken (then kernels start cold: starting it again could fail the same way)
         deactivate()
     if address:
-        _active = Zygote.attach(address)
+        _active = Zygote(address)
     else:
         _active = start(modules, env=dict(os.environ), log=None, rlimits=rlimits or {})
 

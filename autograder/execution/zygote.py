@@ -112,6 +112,7 @@ def become_kernel(request: dict, log_fd: int, sandbox) -> None:
     code = 1
     try:
         os.setsid()  # its own process group, so an interrupt or kill reaches the kernel's children too
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as a cold kernel starts (its keeper ignores it)
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         os.dup2(log_fd, 1)  # the kernel's stray output goes to its worker's log
@@ -279,7 +280,10 @@ def serve(listener: socket.socket, modules: list[str]) -> None:
                 conn.sendall((json.dumps(reply) + "\n").encode())
             except OSError:  # the worker is gone or gave up: nobody will ever stop this kernel but us
                 if keeper is not None:
-                    os.kill(keeper, signal.SIGKILL)  # what it kept is re-parented here, and reap kills it
+                    try:
+                        os.kill(keeper, signal.SIGKILL)  # what it kept is re-parented here, and reap kills it
+                    except ProcessLookupError:
+                        pass
 
 
 def listen(path: str) -> socket.socket:

@@ -45,7 +45,7 @@ def test_processes_that_fork_kernels_or_ranks_never_initialise_cuda():
     """
     from autograder.execution import warm
 
-    zygote = warm.Zygote(("torch",))
+    zygote = warm.Zygote.spawn(("torch",))
     try:
         zygote.ready()  # started without waiting: read its environment once it runs the zygote
         assert _environment_of(zygote.server).get("PYTORCH_NVML_BASED_CUDA_CHECK") == "1"

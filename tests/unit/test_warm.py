@@ -44,7 +44,7 @@ FILE_LIMIT = 2**30 + 4096  # an odd value, so that the kernels' limit is seen to
 @pytest.fixture(scope="module")
 def zygote():
     """A zygote of the kind the run's driver starts, reached by address as a worker reaches it."""
-    started = warm.Zygote(("ipykernel.kernelapp",), rlimits={"RLIMIT_FSIZE": FILE_LIMIT})
+    started = warm.Zygote.spawn(("ipykernel.kernelapp",), rlimits={"RLIMIT_FSIZE": FILE_LIMIT})
     started.ready()
     warm.activate((), address=started.address)
     yield started

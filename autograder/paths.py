@@ -20,6 +20,7 @@ EXPECTED = AUTOGRADER / "expected"                 # which tests each sample mus
 CORPUS = AUTOGRADER / "corpus"                     # held-out answers for `make accuracy`
 TEMPLATES = AUTOGRADER / "authoring" / "templates"      # the offline slide deck's
 FEEDBACK_TEMPLATES = AUTOGRADER / "grading" / "templates"  # the feedback page's
+TYPICAL_SECONDS = AUTOGRADER / "grading" / "typical-seconds.json"  # each notebook's cells, for the first run's order
 TA_NOTEBOOK = AUTOGRADER / "authoring" / "colab_grade.ipynb"
 SANDBOX_SCRIPT = AUTOGRADER / "isolation" / "sandbox.py"
 ZYGOTE_SCRIPT = AUTOGRADER / "execution" / "zygote.py"

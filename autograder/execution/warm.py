@@ -40,10 +40,13 @@ from autograder.paths import SANDBOX_SCRIPT, ZYGOTE_SCRIPT
 from dlkit.devices import xla_backend
 from dlkit.integrity import CORE
 
-#: Imported in every zygote: what any kernel loads to start, the kit's helper package, and what the
-#: grader's own first cell imports (dlkit.integrity snapshots numpy's, torch's and dlkit's checks).
+#: Imported in every zygote: what any kernel loads to start (ipykernel, and what IPython's shell imports
+#: as it starts: its debugger, history database and stored-variables extension, ~10 ms a kernel), the
+#: kit's helper package, and what the grader's own first cell imports (dlkit.integrity snapshots numpy's,
+#: torch's and dlkit's checks).
 ALWAYS = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.debugger", "matplotlib_inline.backend_inline",
-          "dlkit", "dlkit.integrity", *CORE)
+          "IPython.core.debugger", "IPython.core.completerlib", "IPython.extensions.storemagic", "sqlite3",
+          "tornado.platform.asyncio", "dlkit", "dlkit.integrity", *CORE)
 
 
 #: The zygote's environment on top of the worker's. Importing torch's compiler stack calls
@@ -59,17 +62,27 @@ class ZygoteError(RuntimeError):
 
 @lru_cache(maxsize=None)
 def preload_modules(*notebooks: Path, devices: Iterable[str] = ("cpu",)) -> tuple[str, ...]:
-    """The modules the notebooks import at top level (`import a.b`, `from a.b import c`), plus ALWAYS.
+    """ALWAYS, then for each notebook in turn the modules it imports at top level (`import a.b`,
+    `from a.b import c`) and those it reaches on first use; each once, in that order.
 
     Given every source notebook of a run, one zygote serves all its assignments, so the run pays the
     imports once instead of once per assignment (a zygote with torch, TensorFlow, ONNX Runtime and
     the compiler stack measured ~6 s to start, ~1.6 GB of address space, well inside the kernel's
-    memory limit). Cached: the released sources do not change during a run.
+    memory limit). The zygote imports them in this order and forks a kernel as soon as what its own
+    notebook needs is in: given in the order the run grades them, the first kernels do not wait for
+    what only the last notebooks need. Cached: the released sources do not change during a run.
     """
-    sources = [nbformat.read(notebook, as_version=4) for notebook in notebooks]
-    found = [name for nb in sources for name in notebook_imports(nb)]
-    later = [name for nb in sources for name in first_use_modules(nb)]
-    return tuple(dict.fromkeys([*ALWAYS, *xla_first(devices), *found, *later]))
+    found = [*ALWAYS, *xla_first(devices)]
+    for notebook in notebooks:
+        found += notebook_modules(notebook)
+    return tuple(dict.fromkeys(found))
+
+
+@lru_cache(maxsize=None)
+def notebook_modules(notebook: Path) -> tuple[str, ...]:
+    """What one notebook imports at top level, then what it reaches on first use (course.py reads both)."""
+    nb = nbformat.read(notebook, as_version=4)
+    return (*notebook_imports(nb), *first_use_modules(nb))
 
 
 def xla_first(devices: Iterable[str]) -> tuple[str, ...]:
@@ -142,6 +155,7 @@ class Zygote:
         self._ready_by = time.monotonic() + start_timeout
         self.loaded: list[str] | None = None
         self.server: int | None = process.pid if process else None  # the zygote's pid, where known
+        self.needs: tuple[str, ...] | None = None  # what the next kernels' notebook imports (None: all)
 
     @classmethod
     def spawn(cls, modules: tuple[str, ...], env: dict[str, str] | None = None, log: Path | None = None,
@@ -181,11 +195,12 @@ class Zygote:
         stray output goes to this process's stderr (a worker's log)."""
         first = self.loaded is None
         try:
-            if self.process is not None:
-                self.ready()
-            request = {"connection_file": connection_file, "env": env, "cwd": cwd, "sandbox_spec": sandbox_spec}
+            self._wait_listening()
+            request = {"connection_file": connection_file, "env": env, "cwd": cwd, "sandbox_spec": sandbox_spec,
+                       "modules": None if self.needs is None else list(self.needs)}
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-                # A zygote still importing has queued the connection: the first answer may take its start.
+                # A zygote still importing answers once what the kernel needs is in: the first answer may take
+                # its start.
                 conn.settimeout(max(timeout, self._ready_by - time.monotonic()) if first else timeout)
                 conn.connect(self.address)
                 socket.send_fds(conn, [(json.dumps(request) + "\n").encode()], [sys.stderr.fileno()])
@@ -205,6 +220,16 @@ class Zygote:
         kernel = ForkedKernel(reply["pid"], reply["keeper"])
         _forked.append(kernel)
         return kernel
+
+    def _wait_listening(self) -> None:
+        """Wait for the socket of a zygote this process started: it appears once the zygote listens, a few
+        hundredths of a second after the start. A zygote started elsewhere listens already."""
+        while self.process is not None and not os.path.exists(self.address):
+            if self.process.poll() is not None:
+                raise OSError(f"the zygote exited with status {self.process.returncode}")
+            if time.monotonic() > self._ready_by:
+                raise OSError(f"the zygote did not start in {self.start_timeout:g} s")
+            time.sleep(0.01)
 
     def alive(self) -> bool:
         return not self.broken and (self.process is None or self.process.poll() is None)
@@ -232,18 +257,21 @@ _suspended = False
 _forked: list[ForkedKernel] = []
 
 
-def activate(modules: tuple[str, ...], address: str | None = None, rlimits: dict[str, int] | None = None) -> None:
+def activate(modules: tuple[str, ...], address: str | None = None, rlimits: dict[str, int] | None = None,
+             needs: tuple[str, ...] | None = None) -> None:
     """Make the zygote kernels of this process fork from: the run's zygote at `address`, or else one of this
-    process's own for `modules` under `rlimits`, started if needed (not waited for)."""
+    process's own for `modules` under `rlimits`, started if needed (not waited for). The next kernels are
+    forked as soon as the zygote has imported `needs`, what their notebook imports (None: everything)."""
     global _active
-    if _active is not None:
-        if (_active.address == address) if address else (_active.process is not None and _active.modules == modules):
-            return  # the same zygote, even broken (then kernels start cold: starting it again could fail the same way)
+    if _active is None or not ((_active.address == address) if address else
+                               (_active.process is not None and _active.modules == modules)):
+        # (the same zygote is kept even broken: then kernels start cold, since starting it again could fail the
+        # same way)
         deactivate()
-    if address:
-        _active = Zygote(address)
-    else:
-        _active = start(modules, env=dict(os.environ), log=None, rlimits=rlimits or {})
+        _active = Zygote(address) if address else start(modules, env=dict(os.environ), log=None,
+                                                          rlimits=rlimits or {})
+    if _active is not None:
+        _active.needs = needs
 
 
 @contextmanager

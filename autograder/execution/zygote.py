@@ -3,12 +3,15 @@
 Started by autograder.execution.warm as `python zygote.py SANDBOX_SCRIPT SOCKET RLIMITS MODULE ...`. It
 sets the resource limits RLIMITS (JSON, {"RLIMIT_DATA": bytes, ...}: the grading workers' own, so the
 zygote's imports and every kernel it forks are limited as a worker's children are), listens on the
-Unix socket SOCKET (before importing, so that a worker asking early simply waits), imports the modules
-(torch, tensorflow, ipykernel, ...), prints {"ready": [...]} and then answers one request per
-connection: a JSON line naming the kernel's connection file, environment, working folder and sandbox
-spec, sent with the worker's stderr as a passed file descriptor. One zygote serves every grading
-worker of a machine; each connection is checked to come from the zygote's own user, and one that
-says nothing within REQUEST_SECONDS or hangs up before its kernel is forked gets none.
+Unix socket SOCKET (before importing, so that a worker may ask at once) and imports the modules
+(torch, tensorflow, ipykernel, ...) one by one, in the order given. It answers one request per
+connection: a JSON line naming the kernel's connection file, environment, working folder, sandbox
+spec and the modules its notebook needs, sent with the worker's stderr as a passed file descriptor.
+A request is answered as soon as the modules it names are in (between two imports), so the first
+kernels of a run start while what only later notebooks need is still loading; one that names none
+waits for all. Once everything is imported it prints {"ready": [...]} on stdout. One zygote serves
+every grading worker of a machine; each connection is checked to come from the zygote's own user,
+and one that says nothing within REQUEST_SECONDS or hangs up before its kernel is forked gets none.
 
 For each request it forks a keeper, and the keeper forks the kernel. The keeper is the kernel's
 child subreaper: whatever the submission starts and detaches (double fork, setsid) is re-parented to
@@ -22,7 +25,8 @@ The reply is {"pid": <kernel>, "keeper": <keeper>, "zygote": <its own pid>, "loa
 A kernel is always forked from this clean process, never from another kernel, so nothing a
 submission does (globals, patched libraries, files) reaches the next one. The zygote itself never
 runs student code, and neither the keeper nor the kernel keeps any of its descriptors (the socket
-above all: a kernel that could ask for kernels could ask for one outside the sandbox).
+and the other requests' connections above all: a kernel that could ask for kernels could ask for one
+outside the sandbox).
 
 This file runs as a script, so it imports only the standard library and the sandbox script it is given.
 """
@@ -50,16 +54,13 @@ _REQUEST_BYTES = 1 << 20
 REQUEST_SECONDS = 5  # a worker sends its request at once; a silent connection must not hold up the others
 
 
-def preload(modules: list[str]) -> list[str]:
+def preload(name: str) -> bool:
     """Import what the kernels will import; a module that fails here fails the same way in the kernel."""
-    loaded = []
-    for name in modules:
-        try:
-            importlib.import_module(name)
-            loaded.append(name)
-        except Exception:  # noqa: BLE001 - missing or broken optional module: the kernel reports it
-            pass
-    return loaded
+    try:
+        importlib.import_module(name)
+        return True
+    except Exception:  # noqa: BLE001 - missing or broken optional module: the kernel reports it
+        return False
 
 
 def _load_sandbox():
@@ -243,37 +244,67 @@ def reap(keepers: set[int]) -> None:
                 pass
 
 
-def serve(listener: socket.socket, modules: list[str]) -> None:
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]  # kernels must not import the grader
-    starter = os.dup(1)
-    os.dup2(2, 1)  # what imports print goes to the log: a pipe nobody reads would fill and stop the zygote
-    loaded = preload(modules)
-    os.write(starter, (json.dumps({"ready": loaded}) + "\n").encode())
-    os.close(starter)
-    become_subreaper()
-    keepers: set[int] = set()
-    inherited = {listener.fileno(), 0, 1}  # the socket, the starter's pipes
-    while True:
-        ready, _, _ = select.select([listener, sys.stdin], [], [], 0.5)
-        reap(keepers)
-        if sys.stdin in ready and not sys.stdin.buffer.read1(1):
-            return  # the process that started us is gone
-        if listener not in ready:
-            continue
-        conn, _ = listener.accept()
+class Zygote:
+    """The serving state: what is imported so far, the requests waiting for more, the keepers forked."""
+
+    def __init__(self, listener: socket.socket, modules: list[str], starter: int):
+        self.listener, self.starter = listener, starter
+        self.to_import = list(dict.fromkeys(modules))
+        self.loaded: list[str] = []
+        self.waiting: list[tuple[socket.socket, dict, int]] = []  # (connection, request, worker's stderr)
+        self.keepers: set[int] = set()
+
+    def inherited(self) -> set[int]:
+        """Descriptors no keeper or kernel may keep: the socket, the starter's pipes, other requests'."""
+        fds = {self.listener.fileno(), 0, 1} | ({self.starter} if self.starter >= 0 else set())
+        return fds | {fd for conn, _, log_fd in self.waiting for fd in (conn.fileno(), log_fd)}
+
+    def has_what(self, request: dict) -> bool:
+        """Whether every module the request's kernel needs, of those this zygote imports, is in (or failed);
+        a request that names none waits for all."""
+        wanted = request.get("modules")
+        return not self.to_import if wanted is None else set(self.to_import).isdisjoint(wanted)
+
+    def take(self) -> None:
+        """Accept the connections that came, without waiting: answer each whose modules are in, keep the rest."""
+        while select.select([self.listener], [], [], 0)[0]:
+            self.accept()
+
+    def accept(self) -> None:
+        conn, _ = self.listener.accept()
+        try:
+            if not from_our_user(conn):
+                raise PermissionError("a request from another user")
+            request, log_fd = receive(conn)
+        except Exception as err:  # noqa: BLE001 - the worker falls back to a cold kernel
+            with conn:
+                try:
+                    conn.sendall((json.dumps({"error": f"{type(err).__name__}: {err}"}) + "\n").encode())
+                except OSError:
+                    pass
+            return
+        self.waiting.append((conn, request, log_fd))
+        self.answer_waiting()
+
+    def answer_waiting(self) -> None:
+        """Answer, in the order they came, the waiting requests whose modules are in."""
+        for item in [w for w in self.waiting if self.has_what(w[1])]:
+            self.waiting.remove(item)
+            self.answer(*item)
+
+    def answer(self, conn: socket.socket, request: dict, log_fd: int) -> None:
+        """Fork the kernel `request` asks for and reply with its pids; nothing for a worker that hung up."""
+        keeper = None
         with conn:
             try:
-                if not from_our_user(conn):
-                    raise PermissionError("a request from another user")
-                request, log_fd = receive(conn)
                 try:
                     if hung_up(conn):
-                        continue
-                    kernel, keeper = start_kernel(request, log_fd, inherited | {conn.fileno()})
+                        return
+                    kernel, keeper = start_kernel(request, log_fd, self.inherited() | {conn.fileno()})
                 finally:
                     os.close(log_fd)
-                keepers.add(keeper)
-                reply = {"pid": kernel, "keeper": keeper, "zygote": os.getpid(), "loaded": loaded}
+                self.keepers.add(keeper)
+                reply = {"pid": kernel, "keeper": keeper, "zygote": os.getpid(), "loaded": self.loaded}
             except Exception as err:  # noqa: BLE001 - the worker falls back to a cold kernel
                 reply, keeper = {"error": f"{type(err).__name__}: {err}"}, None
             try:
@@ -285,13 +316,52 @@ def serve(listener: socket.socket, modules: list[str]) -> None:
                     except ProcessLookupError:
                         pass
 
+    def load(self) -> None:
+        """Import the modules one by one; between two, fork the kernels whose modules are all in."""
+        while self.to_import:
+            name = self.to_import[0]
+            if preload(name):
+                self.loaded.append(name)
+            self.to_import.pop(0)
+            reap(self.keepers)
+            self.take()
+            self.answer_waiting()
+        os.write(self.starter, (json.dumps({"ready": self.loaded}) + "\n").encode())
+        os.close(self.starter)
+        self.starter = -1
+
+    def run(self) -> None:
+        """Answer one request per connection until the process that started the zygote is gone."""
+        while True:
+            ready, _, _ = select.select([self.listener, sys.stdin], [], [], 0.5)
+            reap(self.keepers)
+            if sys.stdin in ready and not sys.stdin.buffer.read1(1):
+                return  # the process that started us is gone
+            if self.listener in ready:
+                self.accept()
+
+
+def serve(listener: socket.socket, modules: list[str]) -> None:
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]  # kernels must not import the grader
+    starter = os.dup(1)
+    os.dup2(2, 1)  # what imports print goes to the log: a pipe nobody reads would fill and stop the zygote
+    become_subreaper()
+    zygote = Zygote(listener, modules, starter)
+    zygote.load()
+    zygote.run()
+
 
 def listen(path: str) -> socket.socket:
-    """The zygote's socket, reachable by its own user only (the folder holding it is the starter's, 0700)."""
+    """The zygote's socket, reachable by its own user only (the folder holding it is the starter's, 0700).
+
+    Bound under another name and renamed once listening: a worker that finds the address can connect.
+    """
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    os.chmod(path, 0o600)
+    partial = f"{path}.partial"
+    listener.bind(partial)
+    os.chmod(partial, 0o600)
     listener.listen(64)
+    os.rename(partial, path)
     return listener
 
 

@@ -26,9 +26,6 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
-
 from autograder.grading.report import read_results, totals
 from autograder.grading.results import CellResult
 from dlkit.devices import KNOWN_KINDS
@@ -94,9 +91,19 @@ def read_timings(out: Path) -> dict[str, list[float]]:
 
 def _subplots(figsize: tuple[float, float]):
     """A figure and its axes, outside pyplot: no backend is chosen, no window can open, nothing global
-    changes (pyplot would need `matplotlib.use("Agg")`, whatever the caller's MPLBACKEND)."""
+    changes (pyplot would need `matplotlib.use("Agg")`, whatever the caller's MPLBACKEND). Imported here, not
+    with the module: a grading run builds its figures in another process (pipeline.ReportSections), and the
+    driver, which only puts the page together, need not pay matplotlib's ~1 s import."""
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=figsize)
     return fig, fig.subplots()
+
+
+def _integer_ticks():
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
 
 
 def _png(fig) -> str:
@@ -125,7 +132,7 @@ def score_histogram(percent: list[float], assignment: str) -> str:
     ax.hist(percent, bins=[i * 5 for i in range(21)], color="#4c72b0", edgecolor="white")
     ax.set_xlabel("score (% of the maximum)")
     ax.set_ylabel("students")
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(_integer_ticks())
     ax.set_xlim(0, 100)
     ax.set_title(f"{assignment}: scores of {len(percent)} students")
     return _png(fig)
@@ -146,7 +153,7 @@ def time_histogram(seconds: list[float], assignment: str) -> str:
     ax.hist(seconds, bins=30, color="#55a868", edgecolor="white")
     ax.set_xlabel("seconds to grade one submission")
     ax.set_ylabel("submissions")
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(_integer_ticks())
     ax.set_title(f"{assignment}: grading time")
     return _png(fig)
 

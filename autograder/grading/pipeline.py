@@ -10,14 +10,12 @@ autograder/grade.py; every setting arrives as one GradingOptions (autograder/opt
 
 from __future__ import annotations
 
-import importlib
 import shutil
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import as_completed
+from concurrent.futures import Executor, Future, as_completed
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,7 +25,7 @@ from autograder.course import assignments
 from autograder.execution import warm
 from autograder.grading import resume, schedule
 from autograder.grading.autograde import Workspace, infrastructure_failure, prepare_workspace, run_autograde
-from autograder.grading.engines import dask_engine, local_engine
+from autograder.grading.engines import dask_engine, local_engine, spare_cpu_process
 from autograder.grading.feedback import write_feedback
 from autograder.grading.gradebook import class_db_url, class_gradebook, lay_out_course
 from autograder.grading.intake import Submission
@@ -57,8 +55,8 @@ def grade_submission(submission: Submission, options: GradingOptions, preload: t
     out = options.out
     # started, not waited for: a zygote that fails to start means a cold kernel (warm.py)
     if options.warm_kernels if warm_kernels is None else warm_kernels:
-        warm.activate(preload or warm.preload_modules(assignments()[submission.assignment], devices=options.devices),
-                      address=zygote, rlimits=process_rlimits(options.limits))
+        needs = warm.preload_modules(assignments()[submission.assignment], devices=options.devices)
+        warm.activate(preload or needs, address=zygote, rlimits=process_rlimits(options.limits), needs=needs)
     workspace, success, log = _autograde_once(submission, options)
     if (reason := infrastructure_failure(log)) is not None:
         print(f"WARNING: {submission.student}/{submission.assignment}: {reason}; retrying once with a cold kernel",
@@ -112,15 +110,17 @@ def worth_a_zygote(submissions: int, workers: int) -> bool:
     return submissions > workers
 
 
+def warm_start_order(todo: list[Submission], workers: int, devices: tuple[str, ...]) -> list[Submission]:
+    """`todo` (longest first) with the first submissions those whose kernels the zygote can fork soonest
+    (schedule.warm_start_first)."""
+    notebooks = assignments()
+    return schedule.warm_start_first(todo, workers,
+                                     lambda name: warm.preload_modules(notebooks[name], devices=devices))
+
+
 def blank_submissions() -> list[Submission]:
     """The untouched release notebook of every assignment, as student "blank": it must score 0."""
     return [Submission("blank", name, RELEASE / name / f"{name}.ipynb") for name in assignments()]
-
-
-def import_in_background(module: str) -> None:
-    """Start importing `module` on a thread: the driver is idle while workers grade, and a later
-    `import` of it waits for this one instead of starting over. Called once the workers are forked."""
-    threading.Thread(target=importlib.import_module, args=(module,), name=f"import {module}", daemon=True).start()
 
 
 @contextmanager
@@ -151,8 +151,10 @@ def grade_in_parallel(todo: list[Submission], options: GradingOptions,
     workers = max(1, min(options.workers, len(todo)))
     warm_kernels = options.warm_kernels and worth_a_zygote(len(todo), workers)
     kernel_env = options.kernel_environment(workers)
-    # One zygote serves every assignment of the run: it preloads what they import, no more.
-    preload = warm.preload_modules(*(assignments()[a] for a in sorted({s.assignment for s in todo})),
+    if warm_kernels:
+        todo = warm_start_order(todo, workers, options.devices)
+    # One zygote serves every assignment of the run: it imports what they import, no more, in the order they come.
+    preload = warm.preload_modules(*(assignments()[a] for a in schedule.assignment_order(todo)),
                                     devices=options.devices)
     (out / "logs").mkdir(parents=True, exist_ok=True)
     # Local workers share one, started before they are forked; a Dask worker (another machine?) starts its own.
@@ -167,7 +169,6 @@ def grade_in_parallel(todo: list[Submission], options: GradingOptions,
     else:
         engine = local_engine(workers, out / "logs", options.limits, kernel_env)
     with engine as pool, zygote_closed(zygote):
-        import_in_background("autograder.grading.class_report")  # matplotlib (~1 s) while the workers grade
         try:
             with tqdm(total=len(todo), unit="submission", desc="grading", file=sys.stderr) as progress:
                 address = zygote.address if zygote else None
@@ -206,15 +207,19 @@ class ReportSections:
     Rendering a section's figures takes ~0.1-0.3 s; done at the end of a run, when all workers but one
     are idle, it kept the whole run waiting (2.7 s of a 109 s run of 24 submissions, measured). Built
     while the workers go on, from the same rows and timings the files will hold, the page is the one
-    `python -m autograder.grading.class_report OUT` rebuilds from them.
+    `python -m autograder.grading.class_report OUT` rebuilds from them. With a `builder` (an executor:
+    engines.spare_cpu_process), the sections are built there, on the CPU the kernels leave idle, instead
+    of taking it from them.
     """
 
-    def __init__(self, known: list[CellResult], todo: list[Submission]):
+    def __init__(self, known: list[CellResult], todo: list[Submission], builder: Executor | None = None):
         self.rows: dict[str, list[CellResult]] = {}
         for r in known:
             self.rows.setdefault(r.assignment, []).append(r)
         self.seconds: dict[str, list[float]] = {}
         self.waiting = Counter(s.assignment for s in todo)
+        self.builder = builder
+        self.building: dict[str, Future] = {}
         self.built: dict[str, str] = {}
 
     def add(self, rows: list[CellResult], timing: Timing) -> None:
@@ -224,19 +229,41 @@ class ReportSections:
         self.seconds.setdefault(name, []).append(timing.seconds)
         self.waiting[name] -= 1
         if self.waiting[name] == 0:
-            from autograder.grading.class_report import assignment_section  # matplotlib: imported while grading
-
+            args = (name, in_csv_order(self.rows[name]), self.seconds[name])
+            if self.builder is not None:
+                self.building[name] = self.builder.submit(_section, *args)
+                return
             try:
-                self.built[name] = assignment_section(name, in_csv_order(self.rows[name]), self.seconds[name])
-            except Exception as err:  # noqa: BLE001 - tried again at the end, once the grades are written
-                print(f"WARNING: the class report's {name} section: {type(err).__name__}: {err}", file=sys.stderr)
+                self.built[name] = _section(*args)
+            except Exception as err:  # noqa: BLE001 - built again at the end, once the grades are written
+                _section_failed(name, err)
+
+    def collect(self) -> None:
+        """Wait for the sections being built (while the builder runs); one that failed is built again by write()."""
+        for name, future in self.building.items():
+            try:
+                self.built[name] = future.result()
+            except Exception as err:  # noqa: BLE001 - built again at the end, once the grades are written
+                _section_failed(name, err)
+        self.building = {}
 
     def write(self, out: Path, rows: list[CellResult]) -> Path:
         """OUT/report.html of the whole class (`rows`), building the sections not built yet; with no timings
         from this run (all resumed), those OUT/timings.csv still holds, as a rebuild would read them."""
         from autograder.grading.class_report import read_timings, write_report
 
+        self.collect()
         return write_report(out, in_csv_order(rows), self.seconds or read_timings(out), self.built)
+
+
+def _section(name: str, rows: list[CellResult], seconds: list[float]) -> str:
+    from autograder.grading.class_report import assignment_section  # matplotlib: imported while grading
+
+    return assignment_section(name, rows, seconds)
+
+
+def _section_failed(name: str, err: Exception) -> None:
+    print(f"WARNING: the class report's {name} section: {type(err).__name__}: {err}", file=sys.stderr)
 
 
 def grade_class(submissions: list[Submission], options: GradingOptions, zygote: warm.Zygote | None = None
@@ -266,8 +293,8 @@ def grade_class(submissions: list[Submission], options: GradingOptions, zygote: 
         print(f"{len(submissions) - len(todo)} submissions already graded or ungradable; grading {len(todo)}",
               file=sys.stderr)
     out = options.out
-    sections = ReportSections(rows, todo)
-    with class_gradebook(options.db_url or class_db_url(out)) as record_scores:
+    with class_gradebook(options.db_url or class_db_url(out)) as record_scores, spare_cpu_process() as builder:
+        sections = ReportSections(rows, todo, builder)
         if todo:
             def on_graded(submission_rows: list[CellResult], timing: Timing) -> None:
                 record_scores(submission_rows)
@@ -277,6 +304,7 @@ def grade_class(submissions: list[Submission], options: GradingOptions, zygote: 
             schedule.remember(timings)
         record_scores(rows)  # the submissions not graded in this run: resumed, or ungradable
         rows.extend(graded)
+        sections.collect()  # before the builder stops
     shutil.rmtree(out / ".work", ignore_errors=True)
     by_submission: dict[tuple[str, str], list[CellResult]] = {}
     for r in rows:  # one pass: a class of 1,000 has hundreds of thousands of rows

@@ -3,9 +3,18 @@
 With the workers fed in name order, a class whose slowest assignment sorts last (08's data
 parallelism takes ten times 01's seconds) ends with one worker grading the last slow submissions
 while the others idle. Handing out the longest submissions first (the classic LPT rule) keeps every
-worker busy until the end. How long a submission of each assignment takes is remembered from the
-runs before (the median of each assignment's seconds in OUT/timings.csv, kept in one small file in
-the build folder); an assignment never graded on this machine goes first, then name order decides.
+worker busy until the end. How long a submission of each assignment takes is the median of the
+seconds its cells ran in the last run that graded it on this machine (kept in one small file in the
+build folder); on a machine that never graded it, the seconds the kit measured on its 2-core
+reference machine (TYPICAL_SECONDS, committed: only their order matters); an assignment in neither
+goes first, then name order decides.
+
+The cells' seconds, not the submission's: the first submissions of a run also wait for the zygote's
+imports, which would make the assignment graded first look long in the next run.
+
+One exception at the start (warm_start_first): while the run's zygote is still importing, the first
+kernels can start only once what they need is loaded, so the first submissions handed out are those
+whose notebooks need the fewest modules.
 """
 
 from __future__ import annotations
@@ -13,38 +22,87 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from autograder.grading.intake import Submission
-from autograder.grading.report import Timing
-from autograder.paths import BUILD
+from autograder.paths import BUILD, TYPICAL_SECONDS
+
+if TYPE_CHECKING:  # only names: the command orders its zygote's imports before it imports the grader
+    from autograder.grading.report import Timing
+
+
+class HandedIn(Protocol):
+    """A submission as far as its order goes (intake.Submission is one)."""
+
+    student: str
+    assignment: str
+
+
+Submission = TypeVar("Submission", bound=HandedIn)
 
 HISTORY = BUILD / "grading-seconds.json"
 
 
-def expected_seconds(history: Path = HISTORY) -> dict[str, float]:
-    """{assignment: median seconds one of its submissions took in the last run that graded it}."""
+def _read(path: Path) -> dict[str, float]:
     try:
-        found = json.loads(history.read_text(encoding="utf-8"))
+        found = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        return {}
+    if not isinstance(found, dict):
         return {}
     return {name: float(seconds) for name, seconds in found.items() if isinstance(seconds, (int, float))}
 
 
-def longest_first(todo: list[Submission], history: Path = HISTORY) -> list[Submission]:
+def expected_seconds(history: Path = HISTORY, typical: Path = TYPICAL_SECONDS) -> dict[str, float]:
+    """{assignment: seconds its cells are expected to run}: this machine's last run that graded it, else
+    the kit's typical figure."""
+    return {**_read(typical), **_read(history)}
+
+
+def longest_first(todo: list[Submission], history: Path = HISTORY, typical: Path = TYPICAL_SECONDS
+                  ) -> list[Submission]:
     """`todo` ordered by expected time, longest first (unknown assignments first of all), then by name."""
-    expected = expected_seconds(history)
+    expected = expected_seconds(history, typical)
     return sorted(todo, key=lambda s: (-expected.get(s.assignment, float("inf")), s.assignment, s.student))
 
 
+def warm_start_first(order: Sequence[Submission], workers: int, modules: Callable[[str], Sequence[str]]
+                     ) -> list[Submission]:
+    """`order` (longest first) with its first `workers` submissions taken from the assignments whose kernels
+    need the fewest libraries (`modules(assignment)`, counted by top-level package outside the standard
+    library), the longest of those first; the rest in their order.
+
+    A zygote imports what the run needs in the order the submissions come (warm.preload_modules), and forks
+    each kernel as soon as the modules that kernel needs are in (~3 s for torch alone, ~7 s with
+    TensorFlow and the compiler stack). Starting with the longest (07 needs the compiler stack, 08
+    TensorFlow) kept every worker waiting for those; a submission that needs only torch runs while the rest
+    loads, and the longest such one leaves the most time for it. The end of the run, where the order
+    matters, keeps the longest-first order.
+    """
+    libraries = {s.assignment: len({m.split(".")[0] for m in modules(s.assignment)} - sys.stdlib_module_names)
+                 for s in order}
+    if workers <= 0 or len(order) <= workers or libraries[order[0].assignment] == min(libraries.values()):
+        return list(order)
+    first = sorted(range(len(order)), key=lambda i: (libraries[order[i].assignment], i))[:workers]
+    chosen = set(first)
+    return [order[i] for i in first] + [s for i, s in enumerate(order) if i not in chosen]
+
+
+def assignment_order(submissions: Sequence[HandedIn]) -> list[str]:
+    """The assignments in the order their first submission comes."""
+    return list(dict.fromkeys(s.assignment for s in submissions))
+
+
 def remember(timings: list[Timing], history: Path = HISTORY) -> None:
-    """Record this run's median seconds per assignment, keeping what earlier runs said of the others."""
+    """Record this run's median seconds of cells per assignment, keeping what earlier runs said of the others."""
     by_assignment: dict[str, list[float]] = {}
     for t in timings:
-        by_assignment.setdefault(t.assignment, []).append(t.seconds)
+        by_assignment.setdefault(t.assignment, []).append(t.executing_seconds)
     if not by_assignment:
         return
-    expected = expected_seconds(history)
+    expected = _read(history)
     expected.update({name: round(statistics.median(seconds), 3) for name, seconds in by_assignment.items()})
     history.parent.mkdir(parents=True, exist_ok=True)
     partial = history.with_name(f"{history.name}.{os.getpid()}")  # runs finishing together never mix their writes

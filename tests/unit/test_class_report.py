@@ -3,8 +3,10 @@ failure messages grouped across students, every status counted, timings used whe
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import html
+import os
 import re
 import subprocess
 import sys
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from autograder.grading.class_report import build_report, group_messages, message_group
+from autograder.grading.engines import spare_cpu_process
 from autograder.grading.results import CellResult
 from autograder.paths import REPO
 
@@ -130,9 +133,20 @@ def test_timings_are_used_when_recorded_and_the_cli_rebuilds_an_old_run(tmp_path
     assert "not recorded" in backprop, "an assignment without timings says so"
 
 
-def test_sections_built_as_assignments_finish_make_the_page_a_rebuild_makes(tmp_path):
-    """A run builds each assignment's section when its last submission is graded (pipeline.ReportSections);
-    the page must be the one `python -m autograder.grading.class_report OUT` rebuilds from the files."""
+@pytest.mark.parametrize("on_spare_cpu", [False, True], ids=["in the driver", "in a nice-19 process"])
+def test_sections_built_as_assignments_finish_make_the_page_a_rebuild_makes(tmp_path, on_spare_cpu):
+    """A run builds each assignment's section when its last submission is graded (pipeline.ReportSections), in a
+    process at the lowest priority (engines.spare_cpu_process); the page must be the one
+    `python -m autograder.grading.class_report OUT` rebuilds from the files."""
+    with contextlib.ExitStack() as stack:
+        builder = None
+        if on_spare_cpu:
+            builder = stack.enter_context(spare_cpu_process())
+            assert builder.submit(os.nice, 0).result() == 19, "it takes only the CPU the kernels leave"
+        _check_sections(tmp_path, builder)
+
+
+def _check_sections(tmp_path, builder) -> None:
     from autograder.grading.intake import Submission
     from autograder.grading.pipeline import ReportSections
     from autograder.grading.report import Timing, write_csvs, write_timings
@@ -144,13 +158,14 @@ def test_sections_built_as_assignments_finish_make_the_page_a_rebuild_makes(tmp_
         if r.student_id != "s0000":
             by_submission.setdefault((r.student_id, r.assignment), []).append(r)
     todo = [Submission(student, assignment, tmp_path / "unused.ipynb") for student, assignment in by_submission]
-    sections = ReportSections(resumed, todo)
+    sections = ReportSections(resumed, todo, builder)
     timings = []
     for i, ((student, assignment), submission_rows) in enumerate(reversed(by_submission.items())):
         timings.append(Timing(student, assignment, 1.0 + i / 7, 0.5 + i / 11))  # not rounded to the millisecond
         sections.add(submission_rows, timings[-1])
         if (student, assignment) == ("s0001", "02_backprop"):  # the last of 02's submissions, before 01's
-            assert set(sections.built) == {"02_backprop"}, "a finished assignment's section is built at once"
+            assert set(sections.built) | set(sections.building) == {"02_backprop"}, \
+                "a finished assignment's section is built at once"
     graded = [r for submission_rows in reversed(by_submission.values()) for r in submission_rows]
     write_csvs(tmp_path, resumed + graded)
     write_timings(tmp_path, timings)

@@ -234,3 +234,26 @@ def test_a_silent_or_departed_client_costs_the_others_nothing(zygote):
             request = {"connection_file": f"{folder}/kernel.json", "env": dict(os.environ), "cwd": folder}
             socket.send_fds(departed, [(json.dumps(request) + "\n").encode()], [2])
     assert wait_until(lambda: _keepers(zygote) <= before, 5), "a kernel was left for a worker that had gone"
+
+
+@linux_only
+def test_a_kernel_is_forked_once_what_its_notebook_needs_is_in_not_all_the_zygote_imports(zygote, tmp_path):
+    """The zygote imports the run's modules in the order the submissions come; a kernel whose notebook needs
+    only the first ones starts while the rest load, and a request that names none waits for everything."""
+    (tmp_path / "slow_to_import.py").write_text("import time\ntime.sleep(8)\n")
+    started = warm.Zygote.spawn(("ipykernel.kernelapp", "slow_to_import"), env={"PYTHONPATH": str(tmp_path)})
+    ask = "import sys; print('slow_to_import' in sys.modules)"
+    try:
+        warm.activate((), address=started.address, needs=("ipykernel.kernelapp", "numpy"))
+        begun = time.monotonic()
+        _, text = asyncio.run(run_in_kernel(ask))
+        assert text.split() == ["False"] and time.monotonic() - begun < 7, "it waited for what it does not need"
+        warm.kill_kernels()
+        warm.activate((), address=started.address, needs=None)
+        _, text = asyncio.run(run_in_kernel(ask))
+        assert text.split() == ["True"], "a request naming no modules is answered once all are in"
+        assert started.ready() == ["ipykernel.kernelapp", "slow_to_import"]
+    finally:
+        warm.kill_kernels()
+        started.close()
+        warm.activate((), address=zygote.address)

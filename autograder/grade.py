@@ -115,7 +115,7 @@ def start_zygote_early(folder: Path, wanted: set[str], with_blank: bool, options
     if len(found) <= options.workers:
         return None
     notebooks = assignments()
-    order = schedule.warm_start_first(schedule.longest_first(found), options.workers,
+    order = schedule.warm_start_first(schedule.longest_first(found, options.out), options.workers,
                                       lambda name: warm.preload_modules(notebooks[name], devices=options.devices))
     modules = warm.preload_modules(*(notebooks[a] for a in schedule.assignment_order(order)), devices=options.devices)
     (options.out / "logs").mkdir(parents=True, exist_ok=True)

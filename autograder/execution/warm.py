@@ -195,7 +195,7 @@ class Zygote:
         stray output goes to this process's stderr (a worker's log)."""
         first = self.loaded is None
         try:
-            self._wait_listening()
+            self.wait_listening()
             request = {"connection_file": connection_file, "env": env, "cwd": cwd, "sandbox_spec": sandbox_spec,
                        "modules": None if self.needs is None else list(self.needs)}
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
@@ -221,9 +221,11 @@ class Zygote:
         _forked.append(kernel)
         return kernel
 
-    def _wait_listening(self) -> None:
+    def wait_listening(self) -> None:
         """Wait for the socket of a zygote this process started: it appears once the zygote listens, a few
-        hundredths of a second after the start. A zygote started elsewhere listens already."""
+        hundredths of a second after the start. (A process that reaches a zygote by address alone, a worker,
+        cannot tell a zygote still starting from a dead one: the driver waits for the socket before it
+        starts the workers, and a worker that finds none starts cold kernels.) OSError if it never comes."""
         while self.process is not None and not os.path.exists(self.address):
             if self.process.poll() is not None:
                 raise OSError(f"the zygote exited with status {self.process.returncode}")

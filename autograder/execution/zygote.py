@@ -4,14 +4,15 @@ Started by autograder.execution.warm as `python zygote.py SANDBOX_SCRIPT SOCKET 
 sets the resource limits RLIMITS (JSON, {"RLIMIT_DATA": bytes, ...}: the grading workers' own, so the
 zygote's imports and every kernel it forks are limited as a worker's children are), listens on the
 Unix socket SOCKET (before importing, so that a worker may ask at once) and imports the modules
-(torch, tensorflow, ipykernel, ...) one by one, in the order given. It answers one request per
-connection: a JSON line naming the kernel's connection file, environment, working folder, sandbox
-spec and the modules its notebook needs, sent with the worker's stderr as a passed file descriptor.
-A request is answered as soon as the modules it names are in (between two imports), so the first
-kernels of a run start while what only later notebooks need is still loading; one that names none
-waits for all. Once everything is imported it prints {"ready": [...]} on stdout. One zygote serves
-every grading worker of a machine; each connection is checked to come from the zygote's own user,
-and one that says nothing within REQUEST_SECONDS or hangs up before its kernel is forked gets none.
+(torch, tensorflow, ipykernel, ...) one by one, in the order given, except that what a waiting request
+needs comes first. It answers one request per connection: a JSON line naming the kernel's connection
+file, environment, working folder, sandbox spec and the modules its notebook needs, sent with the
+worker's stderr as a passed file descriptor. A request is answered as soon as the modules it names
+are in (between two imports), so the first kernels of a run start while what only later notebooks
+need is still loading; one that names none waits for all. Once everything is imported it prints
+{"ready": [...]} on stdout. One zygote serves every grading worker of a machine; each connection
+is checked to come from the zygote's own user, and one that says nothing within REQUEST_SECONDS or
+hangs up before its kernel is forked gets none.
 
 For each request it forks a keeper, and the keeper forks the kernel. The keeper is the kernel's
 child subreaper: whatever the submission starts and detaches (double fork, setsid) is re-parented to
@@ -317,12 +318,14 @@ class Zygote:
                         pass
 
     def load(self) -> None:
-        """Import the modules one by one; between two, fork the kernels whose modules are all in."""
+        """Import the modules one by one, those a waiting request needs first; between two, fork the kernels
+        whose modules are all in."""
         while self.to_import:
-            name = self.to_import[0]
+            wanted = set().union(*(request.get("modules") or () for _, request, _ in self.waiting))
+            name = next((m for m in self.to_import if m in wanted), self.to_import[0])
             if preload(name):
                 self.loaded.append(name)
-            self.to_import.pop(0)
+            self.to_import.remove(name)
             reap(self.keepers)
             self.take()
             self.answer_waiting()

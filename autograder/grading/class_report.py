@@ -100,6 +100,12 @@ def _subplots(figsize: tuple[float, float]):
     return fig, fig.subplots()
 
 
+def warm_up() -> None:
+    """Import matplotlib and draw one small figure, which loads its fonts: ~1 s paid once, by a process that
+    builds sections later (pipeline.ReportSections), while it has nothing else to do."""
+    _png(_subplots(figsize=(1, 1))[0])
+
+
 def _integer_ticks():
     from matplotlib.ticker import MaxNLocator
 

@@ -164,6 +164,13 @@ def grade_in_parallel(todo: list[Submission], options: GradingOptions,
         zygote = None
     if shared and zygote is None:
         zygote = warm.start(preload, kernel_env, out / "logs" / "zygote.log", process_rlimits(options.limits))
+    if zygote is not None:
+        try:
+            zygote.wait_listening()  # the workers reach it by address alone
+        except OSError as err:
+            print(f"WARNING: cold kernels: the zygote could not start: {err}", file=sys.stderr)
+            zygote.close()
+            zygote = None
     if options.engine == "dask":
         engine = dask_engine(workers, out / "logs", options.limits, kernel_env, options.scheduler)
     else:
@@ -262,6 +269,12 @@ def _section(name: str, rows: list[CellResult], seconds: list[float]) -> str:
     return assignment_section(name, rows, seconds)
 
 
+def _warm_up_report() -> None:
+    from autograder.grading.class_report import warm_up
+
+    warm_up()
+
+
 def _section_failed(name: str, err: Exception) -> None:
     print(f"WARNING: the class report's {name} section: {type(err).__name__}: {err}", file=sys.stderr)
 
@@ -288,12 +301,14 @@ def grade_class(submissions: list[Submission], options: GradingOptions, zygote: 
             rows.extend(stored)
         else:
             todo.append(s)
-    todo = schedule.longest_first(todo)
+    todo = schedule.longest_first(todo, options.out)
     if len(todo) < len(submissions):
         print(f"{len(submissions) - len(todo)} submissions already graded or ungradable; grading {len(todo)}",
               file=sys.stderr)
     out = options.out
     with class_gradebook(options.db_url or class_db_url(out)) as record_scores, spare_cpu_process() as builder:
+        if todo:  # at the start of a run the zygote's imports leave a core idle
+            builder.submit(_warm_up_report)
         sections = ReportSections(rows, todo, builder)
         if todo:
             def on_graded(submission_rows: list[CellResult], timing: Timing) -> None:
@@ -301,7 +316,6 @@ def grade_class(submissions: list[Submission], options: GradingOptions, zygote: 
                 sections.add(submission_rows, timing)
 
             graded, timings = grade_in_parallel(todo, options, on_graded, zygote)
-            schedule.remember(timings)
         record_scores(rows)  # the submissions not graded in this run: resumed, or ungradable
         rows.extend(graded)
         sections.collect()  # before the builder stops

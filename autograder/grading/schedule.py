@@ -1,36 +1,33 @@
-"""The order in which submissions go to the workers: the longest first, as far as earlier runs tell.
+"""The order in which submissions go to the workers: the longest first, as far as is known.
 
 With the workers fed in name order, a class whose slowest assignment sorts last (08's data
 parallelism takes ten times 01's seconds) ends with one worker grading the last slow submissions
 while the others idle. Handing out the longest submissions first (the classic LPT rule) keeps every
 worker busy until the end. How long a submission of each assignment takes is the median of the
-seconds its cells ran in the last run that graded it on this machine (kept in one small file in the
-build folder); on a machine that never graded it, the seconds the kit measured on its 2-core
-reference machine (TYPICAL_SECONDS, committed: only their order matters); an assignment in neither
-goes first, then name order decides.
+seconds its cells ran in the last run into the same OUT (OUT/timings.csv), else the seconds measured
+on the kit's 2-core reference machine (TYPICAL_SECONDS, committed: only their order matters); an
+assignment in neither goes first, then name order decides.
 
 The cells' seconds, not the submission's: the first submissions of a run also wait for the zygote's
-imports, which would make the assignment graded first look long in the next run.
+imports, which would make the assignment graded first look long. Nothing outside OUT is remembered:
+what one class's hostile submissions (or the kit's own tests) took does not reorder another class.
 
 One exception at the start (warm_start_first): while the run's zygote is still importing, the first
 kernels can start only once what they need is loaded, so the first submissions handed out are those
-whose notebooks need the fewest modules.
+whose notebooks need the fewest libraries.
 """
 
 from __future__ import annotations
 
+import csv
 import json
-import os
 import statistics
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
-from autograder.paths import BUILD, TYPICAL_SECONDS
-
-if TYPE_CHECKING:  # only names: the command orders its zygote's imports before it imports the grader
-    from autograder.grading.report import Timing
+from autograder.paths import TYPICAL_SECONDS
 
 
 class HandedIn(Protocol):
@@ -42,12 +39,10 @@ class HandedIn(Protocol):
 
 Submission = TypeVar("Submission", bound=HandedIn)
 
-HISTORY = BUILD / "grading-seconds.json"
 
-
-def _read(path: Path) -> dict[str, float]:
+def typical_seconds(typical: Path = TYPICAL_SECONDS) -> dict[str, float]:
     try:
-        found = json.loads(path.read_text(encoding="utf-8"))
+        found = json.loads(typical.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     if not isinstance(found, dict):
@@ -55,16 +50,30 @@ def _read(path: Path) -> dict[str, float]:
     return {name: float(seconds) for name, seconds in found.items() if isinstance(seconds, (int, float))}
 
 
-def expected_seconds(history: Path = HISTORY, typical: Path = TYPICAL_SECONDS) -> dict[str, float]:
-    """{assignment: seconds its cells are expected to run}: this machine's last run that graded it, else
-    the kit's typical figure."""
-    return {**_read(typical), **_read(history)}
+def measured_seconds(out: Path) -> dict[str, float]:
+    """{assignment: median seconds of its submissions' cells} from the last run's OUT/timings.csv."""
+    by_assignment: dict[str, list[float]] = {}
+    try:
+        with open(out / "timings.csv", newline="", encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                try:
+                    by_assignment.setdefault(row["assignment"], []).append(float(row["executing_seconds"]))
+                except (KeyError, TypeError, ValueError):
+                    continue
+    except (OSError, csv.Error):
+        return {}
+    return {name: statistics.median(seconds) for name, seconds in by_assignment.items()}
 
 
-def longest_first(todo: list[Submission], history: Path = HISTORY, typical: Path = TYPICAL_SECONDS
+def expected_seconds(out: Path | None = None, typical: Path = TYPICAL_SECONDS) -> dict[str, float]:
+    """{assignment: seconds its cells are expected to run}: the last run into `out`, else the kit's typical figure."""
+    return {**typical_seconds(typical), **(measured_seconds(out) if out is not None else {})}
+
+
+def longest_first(todo: Sequence[Submission], out: Path | None = None, typical: Path = TYPICAL_SECONDS
                   ) -> list[Submission]:
     """`todo` ordered by expected time, longest first (unknown assignments first of all), then by name."""
-    expected = expected_seconds(history, typical)
+    expected = expected_seconds(out, typical)
     return sorted(todo, key=lambda s: (-expected.get(s.assignment, float("inf")), s.assignment, s.student))
 
 
@@ -93,18 +102,3 @@ def warm_start_first(order: Sequence[Submission], workers: int, modules: Callabl
 def assignment_order(submissions: Sequence[HandedIn]) -> list[str]:
     """The assignments in the order their first submission comes."""
     return list(dict.fromkeys(s.assignment for s in submissions))
-
-
-def remember(timings: list[Timing], history: Path = HISTORY) -> None:
-    """Record this run's median seconds of cells per assignment, keeping what earlier runs said of the others."""
-    by_assignment: dict[str, list[float]] = {}
-    for t in timings:
-        by_assignment.setdefault(t.assignment, []).append(t.executing_seconds)
-    if not by_assignment:
-        return
-    expected = _read(history)
-    expected.update({name: round(statistics.median(seconds), 3) for name, seconds in by_assignment.items()})
-    history.parent.mkdir(parents=True, exist_ok=True)
-    partial = history.with_name(f"{history.name}.{os.getpid()}")  # runs finishing together never mix their writes
-    partial.write_text(json.dumps(expected, indent=1, sort_keys=True), encoding="utf-8")
-    os.replace(partial, history)

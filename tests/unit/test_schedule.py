@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -14,46 +13,46 @@ from autograder.course import assignments
 from autograder.grading import schedule
 from autograder.grading.intake import Submission
 from autograder.grading.pipeline import worth_a_zygote
-from autograder.grading.report import Timing
+from autograder.grading.report import Timing, write_timings
 
 
 def submission(student: str, assignment: str) -> Submission:
     return Submission(student, assignment, Path(f"/class/{student}/{assignment}/{assignment}.ipynb"))
 
 
-def test_longest_first_from_what_earlier_runs_measured(tmp_path):
-    history, typical = tmp_path / "seconds.json", tmp_path / "typical.json"
+def test_longest_first_from_what_the_last_run_into_the_same_out_measured(tmp_path):
+    out, typical = tmp_path / "out", tmp_path / "typical.json"
+    out.mkdir()
     todo = [submission(s, a) for a in ("01_tensors", "08_data_parallel", "05_tf1_vs_tf2") for s in ("bo", "ada")]
-    assert [(s.assignment, s.student) for s in schedule.longest_first(todo, history, typical)][:2] == \
+    assert [(s.assignment, s.student) for s in schedule.longest_first(todo, out, typical)][:2] == \
         [("01_tensors", "ada"), ("01_tensors", "bo")], "knowing nothing: name order"
 
-    # what is remembered is the cells' seconds (the second figure): the first submissions of a run also wait
-    # for the zygote, which must not make their assignment look long next time
-    schedule.remember([Timing("ada", "01_tensors", 30.0, 2.0), Timing("bo", "01_tensors", 5.0, 4.0),
-                       Timing("cy", "01_tensors", 40.0, 3.0), Timing("ada", "08_data_parallel", 40.0, 38.0)], history)
-    assert schedule.expected_seconds(history, typical) == {"01_tensors": 3.0, "08_data_parallel": 38.0}
-    order = [s.assignment for s in schedule.longest_first(todo, history, typical)]
+    # the cells' seconds count (the second figure): the first submissions of a run also wait for the zygote,
+    # which must not make their assignment look long next time
+    write_timings(out, [Timing("ada", "01_tensors", 30.0, 2.0), Timing("bo", "01_tensors", 5.0, 4.0),
+                        Timing("cy", "01_tensors", 40.0, 3.0), Timing("ada", "08_data_parallel", 40.0, 38.0)])
+    assert schedule.expected_seconds(out, typical) == {"01_tensors": 3.0, "08_data_parallel": 38.0}
+    order = [s.assignment for s in schedule.longest_first(todo, out, typical)]
     assert order == ["05_tf1_vs_tf2"] * 2 + ["08_data_parallel"] * 2 + ["01_tensors"] * 2, \
         "never measured first (it may be the longest), then the longest"
 
-    schedule.remember([Timing("ada", "05_tf1_vs_tf2", 20.0, 18.0)], history)
-    assert schedule.expected_seconds(history, typical) == \
-        {"01_tensors": 3.0, "05_tf1_vs_tf2": 18.0, "08_data_parallel": 38.0}
-    history.write_text("not json")
-    assert schedule.longest_first(todo, history, typical) == sorted(todo, key=lambda s: (s.assignment, s.student))
+    (out / "timings.csv").write_text("not,a\ntimings,file\n")
+    assert schedule.longest_first(todo, out, typical) == sorted(todo, key=lambda s: (s.assignment, s.student))
 
 
-def test_a_machine_that_never_graded_orders_by_the_kits_typical_seconds(tmp_path):
-    """A fresh checkout (a TA's first run, a benchmark) still grades 07 and 08 first, not last in name order."""
+def test_a_new_out_orders_by_the_kits_typical_seconds(tmp_path):
+    """A class's first run (a new OUT, a fresh checkout, a benchmark) still grades 07 and 08 first, not last in
+    name order; and what another OUT measured (another class, the kit's own tests) does not count."""
     todo = [submission("ada", name) for name in assignments()]
-    order = [s.assignment for s in schedule.longest_first(todo, tmp_path / "none.json")]
+    order = [s.assignment for s in schedule.longest_first(todo, tmp_path / "new")]
     assert order[:2] == ["07_deployment", "08_data_parallel"] and order[-1] == "02_backprop"
-    assert set(schedule.expected_seconds(tmp_path / "none.json")) == set(assignments()), \
+    assert set(schedule.expected_seconds()) == set(assignments()), \
         "every notebook needs a typical figure (autograder/grading/typical-seconds.json)"
 
-    history = tmp_path / "seconds.json"
-    history.write_text(json.dumps({"02_backprop": 99.0}))  # this machine's own measure wins
-    assert schedule.longest_first(todo, history)[0].assignment == "02_backprop"
+    (tmp_path / "other").mkdir()
+    write_timings(tmp_path / "other", [Timing("ada", "02_backprop", 120.0, 99.0)])  # a class of infinite loops
+    assert schedule.longest_first(todo, tmp_path / "new") == schedule.longest_first(todo, tmp_path / "new2")
+    assert schedule.longest_first(todo, tmp_path / "other")[0].assignment == "02_backprop", "this OUT's own measure"
 
 
 def test_the_first_submissions_are_those_a_loading_zygote_can_serve_soonest():

@@ -244,9 +244,11 @@ def test_a_kernel_is_forked_once_what_its_notebook_needs_is_in_not_all_the_zygot
     started = warm.Zygote.spawn(("ipykernel.kernelapp", "slow_to_import"), env={"PYTHONPATH": str(tmp_path)})
     ask = "import sys; print('slow_to_import' in sys.modules)"
     try:
+        started.wait_listening()  # as the driver does before it starts the workers
         warm.activate((), address=started.address, needs=("ipykernel.kernelapp", "numpy"))
         begun = time.monotonic()
         _, text = asyncio.run(run_in_kernel(ask))
+        assert warm.active() is not None, "the kernel was forked, not started cold"
         assert text.split() == ["False"] and time.monotonic() - begun < 7, "it waited for what it does not need"
         warm.kill_kernels()
         warm.activate((), address=started.address, needs=None)
@@ -257,3 +259,26 @@ def test_a_kernel_is_forked_once_what_its_notebook_needs_is_in_not_all_the_zygot
         warm.kill_kernels()
         started.close()
         warm.activate((), address=zygote.address)
+
+
+@linux_only
+def test_what_a_waiting_request_needs_is_imported_before_the_rest(tmp_path):
+    """A zygote asked for a kernel that needs a module listed late imports that one next (the worker's
+    submission is not the one the run's order foresaw), not everything listed before it."""
+    (tmp_path / "slow_to_import.py").write_text("import time\ntime.sleep(8)\n")
+    started = warm.Zygote.spawn(("ipykernel.kernelapp", "slow_to_import", "json"), env={"PYTHONPATH": str(tmp_path)})
+    request = {"connection_file": str(tmp_path / "kernel.json"), "env": {}, "cwd": None, "sandbox_spec": None,
+               "modules": ["ipykernel.kernelapp", "json"]}
+    try:
+        started.wait_listening()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:  # asked while ipykernel loads
+            conn.settimeout(60)
+            conn.connect(started.address)
+            socket.send_fds(conn, [(json.dumps(request) + "\n").encode()], [sys.stderr.fileno()])
+            reply = json.loads(conn.makefile("rb").readline())
+        assert reply["loaded"] == ["ipykernel.kernelapp", "json"], "json came before slow_to_import"
+    finally:
+        for pid in (reply.get("keeper"), reply.get("pid")) if "reply" in locals() else ():
+            if pid:
+                os.kill(pid, 9)
+        started.close()

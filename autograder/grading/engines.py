@@ -68,8 +68,9 @@ def local_engine(workers: int, log_dir: Path, limits: Limits, kernel_env: dict[s
     A forked worker starts in milliseconds with the grader's modules already imported; a spawned
     one re-imports them (~2-3 s per run, measured, which a class of one submission waits for). They
     are all forked here, before the caller starts any thread (tqdm's monitor, the pool's own manager
-    thread), so no lock can be inherited held. macOS gets spawn: its system libraries are not
-    fork-safe.
+    thread), so no lock can be inherited held; the one thread running already is the report builder's
+    pool manager (spare_cpu_process), which holds only that pool's locks, and no worker touches that pool.
+    macOS gets spawn: its system libraries are not fork-safe.
     """
     method = "fork" if sys.platform.startswith("linux") else "spawn"
     pool = ProcessPoolExecutor(max_workers=max(1, workers), mp_context=get_context(method),

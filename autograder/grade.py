@@ -118,9 +118,11 @@ def start_zygote_early(folder: Path, wanted: set[str], with_blank: bool, options
     order = schedule.warm_start_first(schedule.longest_first(found, options.out), options.workers,
                                       lambda name: warm.preload_modules(notebooks[name], devices=options.devices))
     modules = warm.preload_modules(*(notebooks[a] for a in schedule.assignment_order(order)), devices=options.devices)
+    workers = min(options.workers, len(found))
+    plan = warm.import_plan([notebooks[s.assignment] for s in order], workers, options.devices)
     (options.out / "logs").mkdir(parents=True, exist_ok=True)
-    return warm.start(modules, options.kernel_environment(min(options.workers, len(found))),
-                      options.out / "logs" / "zygote.log", process_rlimits(options.limits))
+    return warm.start(modules, options.kernel_environment(workers), options.out / "logs" / "zygote.log",
+                      process_rlimits(options.limits), plan)
 
 
 def grade(args: argparse.Namespace, options: GradingOptions, only: set[str], zygote: Zygote | None) -> int:

@@ -1,18 +1,23 @@
 """A process that imports the heavy libraries once and forks a fresh kernel for every submission.
 
-Started by autograder.execution.warm as `python zygote.py SANDBOX_SCRIPT SOCKET RLIMITS MODULE ...`. It
-sets the resource limits RLIMITS (JSON, {"RLIMIT_DATA": bytes, ...}: the grading workers' own, so the
+Started by autograder.execution.warm as `python zygote.py SANDBOX_SCRIPT SOCKET RLIMITS PLAN MODULE ...`.
+It sets the resource limits RLIMITS (JSON, {"RLIMIT_DATA": bytes, ...}: the grading workers' own, so the
 zygote's imports and every kernel it forks are limited as a worker's children are), listens on the
 Unix socket SOCKET (before importing, so that a worker may ask at once) and imports the modules
 (torch, tensorflow, ipykernel, ...) one by one, in the order given, except that what a waiting request
-needs comes first. It answers one request per connection: a JSON line naming the kernel's connection
-file, environment, working folder, sandbox spec and the modules its notebook needs, sent with the
-worker's stderr as a passed file descriptor. A request is answered as soon as the modules it names
-are in (between two imports), so the first kernels of a run start while what only later notebooks
-need is still loading; one that names none waits for all. Once everything is imported it prints
-{"ready": [...]} on stdout. One zygote serves every grading worker of a machine; each connection
-is checked to come from the zygote's own user, and one that says nothing within REQUEST_SECONDS or
-hangs up before its kernel is forked gets none.
+needs comes first. PLAN (JSON, {"ahead": n, "at": {"i": [modules the i-th kernel of the run is the
+first to need]}}, or {} to import everything at once) keeps it from running too far ahead: it
+imports only what the next n kernels to be asked for need, so that a long import (TensorFlow, ~3 s)
+never stands between a worker and a kernel it could fork already.
+
+It answers one request per connection: a JSON line naming the kernel's connection file, environment,
+working folder, sandbox spec and the modules its notebook needs, sent with the worker's stderr as a
+passed file descriptor. A request is answered as soon as the modules it names are in (between two
+imports), so the first kernels of a run start while what only later notebooks need is still loading;
+one that names none waits for all. Once everything is imported it prints {"ready": [...]} on stdout.
+One zygote serves every grading worker of a machine; each connection is checked to come from the
+zygote's own user, and one that says nothing within REQUEST_SECONDS or hangs up before its kernel is
+forked gets none.
 
 For each request it forks a keeper, and the keeper forks the kernel. The keeper is the kernel's
 child subreaper: whatever the submission starts and detaches (double fork, setsid) is re-parented to
@@ -248,12 +253,16 @@ def reap(keepers: set[int]) -> None:
 class Zygote:
     """The serving state: what is imported so far, the requests waiting for more, the keepers forked."""
 
-    def __init__(self, listener: socket.socket, modules: list[str], starter: int):
+    def __init__(self, listener: socket.socket, modules: list[str], starter: int, plan: dict | None = None):
         self.listener, self.starter = listener, starter
         self.to_import = list(dict.fromkeys(modules))
         self.loaded: list[str] = []
         self.waiting: list[tuple[socket.socket, dict, int]] = []  # (connection, request, worker's stderr)
         self.keepers: set[int] = set()
+        self.served = 0  # kernels forked
+        plan = plan or {}
+        self.ahead = int(plan.get("ahead", 0))
+        self.first_needed = {int(i): set(names) for i, names in plan.get("at", {}).items()}
 
     def inherited(self) -> set[int]:
         """Descriptors no keeper or kernel may keep: the socket, the starter's pipes, other requests'."""
@@ -305,6 +314,7 @@ class Zygote:
                 finally:
                     os.close(log_fd)
                 self.keepers.add(keeper)
+                self.served += 1
                 reply = {"pid": kernel, "keeper": keeper, "zygote": os.getpid(), "loaded": self.loaded}
             except Exception as err:  # noqa: BLE001 - the worker falls back to a cold kernel
                 reply, keeper = {"error": f"{type(err).__name__}: {err}"}, None
@@ -317,25 +327,39 @@ class Zygote:
                     except ProcessLookupError:
                         pass
 
-    def load(self) -> None:
-        """Import the modules one by one, those a waiting request needs first; between two, fork the kernels
-        whose modules are all in."""
-        while self.to_import:
-            wanted = set().union(*(request.get("modules") or () for _, request, _ in self.waiting))
-            name = next((m for m in self.to_import if m in wanted), self.to_import[0])
-            if preload(name):
-                self.loaded.append(name)
-            self.to_import.remove(name)
-            reap(self.keepers)
-            self.take()
-            self.answer_waiting()
-        os.write(self.starter, (json.dumps({"ready": self.loaded}) + "\n").encode())
-        os.close(self.starter)
-        self.starter = -1
+    def next_import(self) -> str | None:
+        """The module to import now: what a waiting request needs, else the next one the plan says is due;
+        None when nothing is (all imported, or the plan's next kernels are still far off)."""
+        wanted = set().union(*(request.get("modules") or () for _, request, _ in self.waiting))
+        return next((m for m in self.to_import if m in wanted), None) or next(
+            (m for m in self.to_import if self.due(m)), None)
+
+    def due(self, name: str) -> bool:
+        """Whether the plan wants `name` imported by now: a module the next `ahead` kernels to ask (counted from
+        those forked so far) need, or one the plan does not place. Without a plan, everything is due at once."""
+        if self.ahead <= 0:
+            return True
+        soon = self.served + self.ahead
+        return all(name not in names for i, names in self.first_needed.items() if i >= soon)
 
     def run(self) -> None:
-        """Answer one request per connection until the process that started the zygote is gone."""
+        """Import and answer until the process that started the zygote is gone: one request per connection,
+        answered as soon as what it needs is in; between two imports, fork the kernels whose modules are all
+        in. Once everything is imported, say so on the starter's pipe."""
         while True:
+            name = self.next_import()
+            if name is not None:
+                if preload(name):
+                    self.loaded.append(name)
+                self.to_import.remove(name)
+                reap(self.keepers)
+                self.take()
+                self.answer_waiting()
+                continue
+            if not self.to_import and self.starter >= 0:
+                os.write(self.starter, (json.dumps({"ready": self.loaded}) + "\n").encode())
+                os.close(self.starter)
+                self.starter = -1
             ready, _, _ = select.select([self.listener, sys.stdin], [], [], 0.5)
             reap(self.keepers)
             if sys.stdin in ready and not sys.stdin.buffer.read1(1):
@@ -344,14 +368,12 @@ class Zygote:
                 self.accept()
 
 
-def serve(listener: socket.socket, modules: list[str]) -> None:
+def serve(listener: socket.socket, modules: list[str], plan: dict) -> None:
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]  # kernels must not import the grader
     starter = os.dup(1)
     os.dup2(2, 1)  # what imports print goes to the log: a pipe nobody reads would fill and stop the zygote
     become_subreaper()
-    zygote = Zygote(listener, modules, starter)
-    zygote.load()
-    zygote.run()
+    Zygote(listener, modules, starter, plan).run()
 
 
 def listen(path: str) -> socket.socket:
@@ -381,4 +403,4 @@ def limit(rlimits: dict[str, int]) -> None:
 if __name__ == "__main__":
     SANDBOX_SCRIPT = sys.argv[1]
     limit(json.loads(sys.argv[3]))
-    serve(listen(sys.argv[2]), sys.argv[4:])
+    serve(listen(sys.argv[2]), sys.argv[5:], json.loads(sys.argv[4]))

@@ -163,7 +163,8 @@ def grade_in_parallel(todo: list[Submission], options: GradingOptions,
         zygote.close()
         zygote = None
     if shared and zygote is None:
-        zygote = warm.start(preload, kernel_env, out / "logs" / "zygote.log", process_rlimits(options.limits))
+        plan = warm.import_plan([assignments()[s.assignment] for s in todo], workers, options.devices)
+        zygote = warm.start(preload, kernel_env, out / "logs" / "zygote.log", process_rlimits(options.limits), plan)
     if zygote is not None:
         try:
             zygote.wait_listening()  # the workers reach it by address alone

@@ -282,3 +282,24 @@ def test_what_a_waiting_request_needs_is_imported_before_the_rest(tmp_path):
             if pid:
                 os.kill(pid, 9)
         started.close()
+
+
+@linux_only
+def test_a_zygote_with_a_plan_imports_only_what_the_next_kernels_need(zygote, tmp_path):
+    """With a plan (warm.import_plan), what only a later kernel needs waits until the kernels before it are asked
+    for: a long import must not stand between a worker and a kernel the zygote could fork at once."""
+    (tmp_path / "slow_to_import.py").write_text("import time\ntime.sleep(3)\n")
+    plan = {"ahead": 1, "at": {"0": ["ipykernel.kernelapp"], "1": ["slow_to_import"]}}
+    started = warm.Zygote.spawn(("ipykernel.kernelapp", "slow_to_import"), env={"PYTHONPATH": str(tmp_path)},
+                                plan=plan)
+    try:
+        started.wait_listening()
+        time.sleep(5)  # long enough for both imports, were they made at once
+        warm.activate((), address=started.address, needs=("ipykernel.kernelapp",))
+        _, text = asyncio.run(run_in_kernel("import sys; print('slow_to_import' in sys.modules)"))
+        assert warm.active() is not None and text.split() == ["False"], "it imported what no kernel asked for yet"
+        assert started.ready() == ["ipykernel.kernelapp", "slow_to_import"], "then what the next kernel needs"
+    finally:
+        warm.kill_kernels()
+        started.close()
+        warm.activate((), address=zygote.address)

@@ -210,13 +210,21 @@ def receive(conn: socket.socket) -> tuple[dict, int]:
         for fd in fds:
             os.close(fd)
         raise ValueError("a request must pass the worker's stderr")
-    while not data.endswith(b"\n"):
-        more = conn.recv(_REQUEST_BYTES)
-        if not more:
-            os.close(fds[0])
-            raise ValueError("the request ended early")
-        data += more
-    return json.loads(data), fds[0]
+    try:
+        while not data.endswith(b"\n"):
+            more = conn.recv(_REQUEST_BYTES)
+            if not more:
+                raise ValueError("the request ended early")
+            data += more
+        request = json.loads(data)
+        modules = request.get("modules") if isinstance(request, dict) else None
+        if not isinstance(request, dict) or not (
+                modules is None or (isinstance(modules, list) and all(isinstance(m, str) for m in modules))):
+            raise ValueError("a request is a JSON object whose modules are a list of names")
+    except BaseException:
+        os.close(fds[0])  # else every later keeper would inherit it
+        raise
+    return request, fds[0]
 
 
 def from_our_user(conn: socket.socket) -> bool:
@@ -330,7 +338,9 @@ class Zygote:
     def next_import(self) -> str | None:
         """The module to import now: what a waiting request needs, else the next one the plan says is due;
         None when nothing is (all imported, or the plan's next kernels are still far off)."""
-        wanted = set().union(*(request.get("modules") or () for _, request, _ in self.waiting))
+        if any(request.get("modules") is None for _, request, _ in self.waiting):
+            return self.to_import[0] if self.to_import else None  # it waits for everything
+        wanted = set().union(*(request["modules"] for _, request, _ in self.waiting))
         return next((m for m in self.to_import if m in wanted), None) or next(
             (m for m in self.to_import if self.due(m)), None)
 
@@ -347,6 +357,7 @@ class Zygote:
         answered as soon as what it needs is in; between two imports, fork the kernels whose modules are all
         in. Once everything is imported, say so on the starter's pipe."""
         while True:
+            self.drop_departed()
             name = self.next_import()
             if name is not None:
                 if preload(name):
@@ -360,12 +371,22 @@ class Zygote:
                 os.write(self.starter, (json.dumps({"ready": self.loaded}) + "\n").encode())
                 os.close(self.starter)
                 self.starter = -1
-            ready, _, _ = select.select([self.listener, sys.stdin], [], [], 0.5)
+            ready, _, _ = select.select([self.listener, sys.stdin, *(conn for conn, _, _ in self.waiting)], [], [], 0.5)
             reap(self.keepers)
             if sys.stdin in ready and not sys.stdin.buffer.read1(1):
                 return  # the process that started us is gone
             if self.listener in ready:
                 self.accept()
+
+    def drop_departed(self) -> None:
+        """Forget the waiting requests whose worker hung up (it gave up and started a cold kernel), or sent more
+        than its one request: a waiting connection has nothing more to say."""
+        said = set(select.select([conn for conn, _, _ in self.waiting], [], [], 0)[0]) if self.waiting else set()
+        for item in [w for w in self.waiting if w[0] in said]:
+            self.waiting.remove(item)
+            conn, _, log_fd = item
+            conn.close()
+            os.close(log_fd)
 
 
 def serve(listener: socket.socket, modules: list[str], plan: dict) -> None:

@@ -303,3 +303,35 @@ def test_a_zygote_with_a_plan_imports_only_what_the_next_kernels_need(zygote, tm
         warm.kill_kernels()
         started.close()
         warm.activate((), address=zygote.address)
+
+
+def _ask(address: str, request: object, timeout: float = 30) -> dict:
+    """One raw request to a zygote; its reply."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(timeout)
+        conn.connect(address)
+        socket.send_fds(conn, [(json.dumps(request) + "\n").encode()], [sys.stderr.fileno()])
+        return json.loads(conn.makefile("rb").readline() or b"{}")
+
+
+@linux_only
+def test_a_zygote_survives_a_malformed_request_and_a_plan_never_strands_one_that_names_no_modules(tmp_path):
+    (tmp_path / "slow_to_import.py").write_text("import time\ntime.sleep(1)\n")
+    plan = {"ahead": 1, "at": {"0": ["ipykernel.kernelapp"], "1": ["slow_to_import"]}}
+    started = warm.Zygote.spawn(("ipykernel.kernelapp", "slow_to_import"), env={"PYTHONPATH": str(tmp_path)},
+                                plan=plan)
+    pids = []
+    try:
+        started.wait_listening()
+        for malformed in ({"modules": 5}, ["not", "an", "object"], {"modules": [1, 2]}):
+            assert "error" in _ask(started.address, malformed), malformed
+        request = {"connection_file": str(tmp_path / "kernel.json"), "env": {}, "cwd": None, "sandbox_spec": None,
+                   "modules": None}  # waits for everything, though the plan has slow_to_import for a later kernel
+        reply = _ask(started.address, request)
+        pids = [reply.get("keeper"), reply.get("pid")]
+        assert reply.get("loaded") == ["ipykernel.kernelapp", "slow_to_import"], reply
+    finally:
+        for pid in pids:
+            if pid:
+                os.kill(pid, 9)
+        started.close()

@@ -105,7 +105,6 @@ def start_zygote_early(folder: Path, wanted: set[str], with_blank: bool, options
     """
     if not options.warm_kernels or options.engine != "local":
         return None
-    from autograder.course import assignments
     from autograder.execution import warm
     from autograder.grading import schedule
     from autograder.isolation.limits import process_rlimits
@@ -114,12 +113,9 @@ def start_zygote_early(folder: Path, wanted: set[str], with_blank: bool, options
     found += [Folder("blank", name) for name in sorted(wanted) * with_blank]
     if len(found) <= options.workers:
         return None
-    notebooks = assignments()
-    order = schedule.warm_start_first(schedule.longest_first(found, options.out), options.workers,
-                                      lambda name: warm.preload_modules(notebooks[name], devices=options.devices))
-    modules = warm.preload_modules(*(notebooks[a] for a in schedule.assignment_order(order)), devices=options.devices)
     workers = min(options.workers, len(found))
-    plan = warm.import_plan([notebooks[s.assignment] for s in order], workers, options.devices)
+    order = schedule.warm_start_order(schedule.longest_first(found, options.out), workers, options.devices)
+    modules, plan = schedule.zygote_imports(order, workers, options.devices)
     (options.out / "logs").mkdir(parents=True, exist_ok=True)
     return warm.start(modules, options.kernel_environment(workers), options.out / "logs" / "zygote.log",
                       process_rlimits(options.limits), plan)

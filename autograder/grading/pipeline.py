@@ -110,14 +110,6 @@ def worth_a_zygote(submissions: int, workers: int) -> bool:
     return submissions > workers
 
 
-def warm_start_order(todo: list[Submission], workers: int, devices: tuple[str, ...]) -> list[Submission]:
-    """`todo` (longest first) with the first submissions those whose kernels the zygote can fork soonest
-    (schedule.warm_start_first)."""
-    notebooks = assignments()
-    return schedule.warm_start_first(todo, workers,
-                                     lambda name: warm.preload_modules(notebooks[name], devices=devices))
-
-
 def blank_submissions() -> list[Submission]:
     """The untouched release notebook of every assignment, as student "blank": it must score 0."""
     return [Submission("blank", name, RELEASE / name / f"{name}.ipynb") for name in assignments()]
@@ -152,10 +144,9 @@ def grade_in_parallel(todo: list[Submission], options: GradingOptions,
     warm_kernels = options.warm_kernels and worth_a_zygote(len(todo), workers)
     kernel_env = options.kernel_environment(workers)
     if warm_kernels:
-        todo = warm_start_order(todo, workers, options.devices)
+        todo = schedule.warm_start_order(todo, workers, options.devices)
     # One zygote serves every assignment of the run: it imports what they import, no more, in the order they come.
-    preload = warm.preload_modules(*(assignments()[a] for a in schedule.assignment_order(todo)),
-                                    devices=options.devices)
+    preload, plan = schedule.zygote_imports(todo, workers, options.devices)
     (out / "logs").mkdir(parents=True, exist_ok=True)
     # Local workers share one, started before they are forked; a Dask worker (another machine?) starts its own.
     shared = warm_kernels and options.engine == "local"
@@ -163,7 +154,6 @@ def grade_in_parallel(todo: list[Submission], options: GradingOptions,
         zygote.close()
         zygote = None
     if shared and zygote is None:
-        plan = warm.import_plan([assignments()[s.assignment] for s in todo], workers, options.devices)
         zygote = warm.start(preload, kernel_env, out / "logs" / "zygote.log", process_rlimits(options.limits), plan)
     if zygote is not None:
         try:

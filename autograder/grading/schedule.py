@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from autograder.course import assignments
+from autograder.execution import warm
 from autograder.paths import TYPICAL_SECONDS
 
 
@@ -102,3 +104,17 @@ def warm_start_first(order: Sequence[Submission], workers: int, modules: Callabl
 def assignment_order(submissions: Sequence[HandedIn]) -> list[str]:
     """The assignments in the order their first submission comes."""
     return list(dict.fromkeys(s.assignment for s in submissions))
+
+
+def warm_start_order(todo: Sequence[Submission], workers: int, devices: tuple[str, ...]) -> list[Submission]:
+    """`todo` (longest first) with the first submissions those whose kernels the run's zygote can fork soonest."""
+    notebooks = assignments()
+    return warm_start_first(todo, workers, lambda name: warm.preload_modules(notebooks[name], devices=devices))
+
+
+def zygote_imports(order: Sequence[HandedIn], workers: int, devices: tuple[str, ...]) -> tuple[tuple[str, ...], dict]:
+    """What a run's zygote imports for submissions graded in `order` by `workers` workers, in that order, and
+    its plan (warm.import_plan): the command's early zygote and the pipeline's own ask the same."""
+    notebooks = assignments()
+    modules = warm.preload_modules(*(notebooks[a] for a in assignment_order(order)), devices=devices)
+    return modules, warm.import_plan([notebooks[s.assignment] for s in order], workers, devices)

@@ -7,15 +7,21 @@ import builtins
 import json
 import secrets
 import time
+import traceback
+from functools import lru_cache
 from pathlib import Path
 
 import nbformat
+from jsonschema.exceptions import best_match
+from jsonschema.validators import validator_for
 from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
 from nbgrader.coursedir import CourseDirectory
-from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from nbgrader.nbgraderformat import MetadataValidator, ValidationError
+from nbgrader.nbgraderformat.common import BaseMetadataValidator
+from nbgrader.preprocessors import CheckCellMetadata, Execute, NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_locked, is_solution
 from traitlets import Float, Integer
 
@@ -165,6 +171,52 @@ class GuardedExecute(Execute):
                                      text=f"[the grader dropped this cell's output beyond "
                                           f"{self.max_output_bytes} bytes]\n"))
         return None
+
+
+class _CompiledSchemaCheck(BaseMetadataValidator):
+    """nbgrader's per-cell schema check with the schema compiled once: jsonschema.validate, which nbgrader
+    calls for every cell, first checks the schema itself against the JSON Schema meta-schema."""
+
+    def validate_cell(self, cell: NotebookNode) -> None:
+        meta = cell.metadata.get("nbgrader")
+        if meta is None or meta.get("schema_version", 0) != self.schema_version:
+            return super().validate_cell(cell)  # nbgrader's own, with its too-old and too-new errors
+        error = best_match(self._compiled.iter_errors(meta))  # the error jsonschema.validate would raise
+        if error is not None:
+            raise error
+
+
+class CompiledMetadataValidator(MetadataValidator, _CompiledSchemaCheck):
+    """nbgrader's metadata validator (its version's checks of ids, points and cell types) whose schema check is
+    _CompiledSchemaCheck: MetadataValidator.validate_cell's call to its base resolves there."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._compiled = validator_for(self.schema)(self.schema)
+
+
+@lru_cache(maxsize=1)
+def metadata_validator() -> CompiledMetadataValidator:
+    """One per process: it holds nothing between notebooks, and building it reads three schema files."""
+    return CompiledMetadataValidator()
+
+
+class CheckCellMetadataOnce(CheckCellMetadata):
+    """nbgrader's CheckCellMetadata, same verdicts and messages, with the schema compiled once per process.
+
+    nbgrader's check re-validated its own schema for every grading cell: 13 ms of 14 for a 19-cell notebook,
+    measured, and a submission is checked twice (before and after execution).
+    """
+
+    def preprocess(self, nb: NotebookNode, resources: dict):
+        try:
+            metadata_validator().validate_nb(nb)
+        except ValidationError:
+            self.log.error(traceback.format_exc())
+            msg = "Notebook failed to validate; the nbgrader metadata may be corrupted."
+            self.log.error(msg)
+            raise ValidationError(msg)
+        return nb, resources
 
 
 class KeepWarningsFromCostingPoints(NbGraderPreprocessor):

@@ -97,3 +97,50 @@ def test_seeded_guarded_tests_run_in_a_kernel_read_back_as_passed_failed_and_tam
     assert rows["test_fail"].message == f"f() gave 1 [inputs: dlkit.seed_everything({seed})]"
     assert rows["test_patch"].status == "tampered"
     assert "math.sqrt was replaced" in rows["test_patch"].message
+
+
+def _verdict(check, nb) -> str:
+    try:
+        check(nb)
+    except Exception as err:  # noqa: BLE001 - the verdict is the exception itself
+        return f"{type(err).__name__}: {err}"
+    return "valid"
+
+
+def _damaged(change) -> nbformat.NotebookNode:
+    nb = notebook(answer_cell("ans_a"), graded_cell("test_a"), graded_cell("test_b"))
+    change(nb.cells)
+    return nb
+
+
+DAMAGES = {
+    "untouched": lambda cells: None,
+    "points as text": lambda cells: cells[1].metadata.nbgrader.update(points="one"),
+    "no points": lambda cells: cells[1].metadata.nbgrader.pop("points"),
+    "no grade_id": lambda cells: cells[1].metadata.nbgrader.pop("grade_id"),
+    "unknown key": lambda cells: cells[1].metadata.nbgrader.update(colour="red"),
+    "grade as text": lambda cells: cells[2].metadata.nbgrader.update(grade="yes"),
+    "duplicate id": lambda cells: cells[2].metadata.nbgrader.update(grade_id="test_a"),
+    "old schema": lambda cells: cells[0].metadata.nbgrader.update(schema_version=1),
+    "future schema": lambda cells: cells[0].metadata.nbgrader.update(schema_version=4),
+}
+
+
+def test_the_kits_metadata_check_gives_nbgraders_verdicts_with_the_schema_compiled_once():
+    """CheckCellMetadataOnce replaces nbgrader's CheckCellMetadata in every pipeline: a damaged notebook must be
+    refused (or passed) exactly as nbgrader refuses it, for the same reason."""
+    from nbgrader.nbgraderformat import MetadataValidator
+    from nbgrader.preprocessors import CheckCellMetadata
+
+    from autograder.grading.preprocessors import CheckCellMetadataOnce, metadata_validator
+
+    checks = {"nbgrader's validator": MetadataValidator().validate_nb, "the kit's": metadata_validator().validate_nb,
+              "nbgrader's preprocessor": lambda nb: CheckCellMetadata().preprocess(nb, {}),
+              "the kit's preprocessor": lambda nb: CheckCellMetadataOnce().preprocess(nb, {})}
+    verdicts = {name: [_verdict(check, _damaged(change)) for check in checks.values()]
+                for name, change in DAMAGES.items()}
+    for name, (stock, kit, stock_step, kit_step) in verdicts.items():
+        assert (stock, stock_step) == (kit, kit_step), f"{name}: nbgrader says {stock!r}, the kit {kit!r}"
+    assert verdicts["untouched"] == ["valid"] * 4
+    refused = [name for name, (_, kit, _, _) in verdicts.items() if kit != "valid"]
+    assert len(refused) >= 6, verdicts

@@ -102,3 +102,24 @@ def test_local_workers_are_forked_with_the_graders_modules_already_imported(tmp_
 
 def _has_module(name: str) -> bool:
     return name in sys.modules
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
+def test_local_workers_never_walk_the_drivers_objects_in_their_collections(tmp_path):
+    """What the driver holds when it forks the workers is frozen (gc.freeze): a worker's collections skip it."""
+    import gc
+
+    from autograder.grading.engines import local_engine
+    from autograder.isolation.limits import Limits
+
+    gc.unfreeze()  # whatever an earlier test froze in this process: only local_engine's own freeze counts
+    with local_engine(1, tmp_path / "logs", Limits(), {}) as pool:
+        frozen, enabled = pool.submit(_collector_state).result()
+    gc.unfreeze()
+    assert enabled and frozen > 1000, (frozen, enabled)
+
+
+def _collector_state() -> tuple[int, bool]:
+    import gc
+
+    return gc.get_freeze_count(), gc.isenabled()

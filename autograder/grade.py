@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, NoReturn
@@ -61,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db-url", default=None,
                         help="class gradebook (SQLAlchemy URL, e.g. postgresql://...); default: sqlite in OUT")
     args = parser.parse_args(argv)
+    # Stopped with `kill`, `timeout` or a cancelled CI job (SIGTERM, often to the whole process group), stop as on
+    # Ctrl-C: every worker and kernel ended, what was graded kept for the next run. Python's default for
+    # SIGTERM ends the driver on the spot, and the kernels, in sessions of their own, ran on.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     skip_unused_schema_formats()  # before the imports below reach nbformat and jsonschema
     from autograder.course import assignments
 

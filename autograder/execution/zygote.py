@@ -56,6 +56,7 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SANDBOX_SCRIPT = ""  # set from the command line: the zygote is a script and cannot import autograder.paths
+_PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _REQUEST_BYTES = 1 << 20
 REQUEST_SECONDS = 5  # a worker sends its request at once; a silent connection must not hold up the others
@@ -77,6 +78,17 @@ def _load_sandbox():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def die_with_parent() -> None:
+    """Be killed the moment the parent (the kernel's keeper) dies (Linux's parent-death signal).
+
+    ipykernel watches its parent only where it can see it, and a sandboxed kernel, PID 1 of its own PID
+    namespace, sees none: a grading run killed as a whole (SIGTERM to its process group: `timeout`, a CI
+    job cancelled) took the keepers with it and left their kernels running, holding memory, forever.
+    """
+    if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
 
 
 def become_subreaper() -> None:
@@ -133,6 +145,7 @@ def become_kernel(request: dict, log_fd: int, sandbox) -> None:
             env.update(sandbox.private_env(sandbox.enter(request["sandbox_spec"])))
         elif request.get("cwd"):
             os.chdir(request["cwd"])
+        die_with_parent()  # after the sandbox's change of user, which clears it
         os.environ.clear()
         os.environ.update(env)
         tempfile.tempdir = None  # cached by the zygote's imports; ipykernel keeps each cell's source under it

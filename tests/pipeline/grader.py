@@ -63,9 +63,10 @@ def command(class_dir: Path, out: Path, *flags: str, workers: int) -> list[str]:
 
 def start_grader(class_dir: Path, out: Path, *flags: str, workers: int = 1,
                  env: dict[str, str] | None = None) -> subprocess.Popen:
-    """Start a grading run and return at once; `finish` waits for it."""
+    """Start a grading run in a session (and process group) of its own, as a shell starts a command, and return
+    at once; `finish` waits for it."""
     return subprocess.Popen(command(class_dir, out, *flags, workers=workers), cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
 def finish(proc: subprocess.Popen, out: Path, expect_status: int | None = 0, timeout: float = 900) -> Graded:

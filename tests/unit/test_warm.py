@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -23,6 +24,7 @@ from autograder.course import assignments
 from autograder.execution import warm
 from autograder.execution import zygote as zygote_module
 from autograder.execution.kernel import SandboxedKernelManager
+from autograder.isolation import sandbox
 from tests.unit.test_reaper import alive
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="keepers and /proc are Linux's")
@@ -65,10 +67,11 @@ def wait_until(condition, seconds: float = 10) -> bool:
     return True
 
 
-async def run_in_kernel(code: str) -> tuple[SandboxedKernelManager, str]:
-    """Start a kernel from the active zygote, run `code`, return the manager and what it printed."""
+async def run_in_kernel(code: str, **sandbox) -> tuple[SandboxedKernelManager, str]:
+    """Start a kernel from the active zygote (sandboxed as `sandbox`, SandboxedKernelManager's settings, says),
+    run `code`, return the manager and what it printed."""
     printed: list[dict] = []
-    km = SandboxedKernelManager()
+    km = SandboxedKernelManager(**sandbox)
     await km.start_kernel()
     kc = km.client()
     kc.start_channels()
@@ -124,6 +127,31 @@ def test_kill_kernels_ends_a_running_kernel_with_everything_below_its_keeper(zyg
     finally:
         if alive(sleep):
             os.kill(sleep, 9)
+
+
+@linux_only
+@pytest.mark.skipif(sandbox.unavailable_reason() is not None, reason=f"no sandbox: {sandbox.unavailable_reason()}")
+def test_a_sandboxed_kernel_dies_with_its_keeper_when_the_whole_run_is_killed(zygote):
+    """A run killed as a whole (SIGTERM to its process group: `timeout`, a cancelled CI job) takes the zygote
+    and the keepers with it, but not the kernels, which are in sessions of their own. An unsandboxed ipykernel
+    sees its parent change and leaves; a sandboxed one, PID 1 of its own namespace, sees no parent at all."""
+    doomed = warm.Zygote.spawn(("ipykernel.kernelapp",))
+    workdir = sandbox.make_workdir()
+    try:
+        doomed.ready()
+        warm.activate((), address=doomed.address)
+        km, _ = asyncio.run(run_in_kernel("print('up')", sandbox_workdir=str(workdir),
+                                          sandbox_hide=[str(p) for p in sandbox.default_hide()],
+                                          sandbox_keep=[str(p) for p in sandbox.default_keep()]))
+        kernel = km.provisioner.process
+        for pid in (doomed.server, kernel.keeper.pid):  # the group's signal, as the zygote and keeper get it
+            os.kill(pid, 9)
+        assert wait_until(lambda: not alive(kernel.pid), 5), f"kernel {kernel.pid} outlived its keeper"
+    finally:
+        warm.kill_kernels()
+        doomed.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+        warm.activate((), address=zygote.address)
 
 
 def _socket_inodes(pid: int) -> set[str]:

@@ -49,7 +49,7 @@ def notebook_imports(nb: nbformat.NotebookNode) -> list[str]:
     """The modules a notebook's code cells import at top level (`import a.b`, `from a.b import c`), in order."""
     found: list[str] = []
     for cell in nb.cells:
-        if cell.cell_type != "code":
+        if cell.cell_type != "code" or "import" not in cell.source:  # most cells: no need to parse them
             continue
         source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
         try:
@@ -78,9 +78,10 @@ ON_FIRST_USE = (
 )
 
 
-def first_use_modules(nb: nbformat.NotebookNode) -> list[str]:
-    """The modules the notebook's code will import on first use of what it imports (ON_FIRST_USE)."""
-    imported = notebook_imports(nb)
+def first_use_modules(nb: nbformat.NotebookNode, imported: list[str] | None = None) -> list[str]:
+    """The modules the notebook's code will import on first use of what it imports (ON_FIRST_USE); `imported`,
+    where the caller has it already, is notebook_imports(nb)."""
+    imported = notebook_imports(nb) if imported is None else imported
     code = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "code")
     return [name for library, reached_by, names in ON_FIRST_USE
             if library in imported and re.search(reached_by, code) for name in names]

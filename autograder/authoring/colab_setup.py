@@ -114,7 +114,7 @@ def extra_requirements(nb: NotebookNode) -> list[tuple[str, str]]:
     first use (torch.onnx's exporter needs onnxscript), that a runtime may lack."""
     pins = course_pins()
     imported = notebook_imports(nb)
-    on_first_use = first_use_modules(nb)
+    on_first_use = first_use_modules(nb, imported)
     extras = []
     for module in dict.fromkeys(name.split(".")[0] for name in [*imported, *on_first_use]):
         pin = pins.get(DISTRIBUTION.get(module, module).replace("_", "-").lower())

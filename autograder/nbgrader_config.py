@@ -65,8 +65,8 @@ c.GenerateAssignment.preprocessors = [
 ]
 
 # nbconvert validates the whole notebook against nbformat's schema after every preprocessor (16 times a
-# submission, ~1.3 ms each); once after the last one is enough to refuse an invalid notebook, and the
-# notebook nbgrader writes is checked again then. (The error then names the last preprocessor of the pass.)
+# submission, ~1.3 ms each); once after a pass's last preprocessor is enough to refuse an invalid notebook
+# (the error then names that preprocessor rather than the one that broke it).
 c.Exporter.optimistic_validation = True
 
 # Time limits while grading (defaults in autograder/isolation/limits.py; `make grade` flags override them).

@@ -101,9 +101,9 @@ class Folder(NamedTuple):
 
 def start_zygote_early(folder: Path, wanted: set[str], with_blank: bool, options: GradingOptions) -> Zygote | None:
     """The run's zygote (autograder/execution/warm.py), started before the grader imports itself (~1.5 s),
-    since its own imports (~6 s for all eight notebooks) are what the first warm kernels wait for; None
-    where warm kernels cannot pay off (no more submission folders than workers) or do not apply. It
-    imports in the order the pipeline will grade (schedule.py), so the first kernels wait only for theirs.
+    since its own imports (~5 s for all eight notebooks) are what the first warm kernels wait for; None
+    where warm kernels do not apply (cold kernels asked for, a Dask engine) or no folder is to be graded.
+    It imports in the order the pipeline will grade (schedule.py), so the first kernels wait only for theirs.
 
     A guess from the folder names: the pipeline stops it and starts cold kernels, or a zygote of its own,
     if the submissions left to grade once earlier runs are counted call for that.
@@ -116,7 +116,7 @@ def start_zygote_early(folder: Path, wanted: set[str], with_blank: bool, options
 
     found = [Folder(p.parent.name, p.name) for p in folder.glob("*/*") if p.is_dir() and p.name in wanted]
     found += [Folder("blank", name) for name in sorted(wanted) * with_blank]
-    if len(found) <= options.workers:
+    if not found:
         return None
     workers = min(options.workers, len(found))
     order = schedule.warm_start_order(schedule.longest_first(found, options.out), workers, options.devices)

@@ -71,9 +71,10 @@ def test_the_first_submissions_are_those_a_loading_zygote_can_serve_soonest():
         "all alike: longest first"
 
 
-def test_a_zygote_only_where_a_worker_grades_more_than_one_submission():
-    assert not worth_a_zygote(1, 1) and not worth_a_zygote(2, 2)
-    assert worth_a_zygote(2, 1) and worth_a_zygote(3, 2)
+def test_the_runs_own_zygote_even_for_one_submission_a_dask_workers_only_for_several():
+    assert worth_a_zygote(1, 2, "local") and worth_a_zygote(3, 2, "local"), "started with the command: it pays"
+    assert not worth_a_zygote(0, 2, "local"), "nothing to grade"
+    assert not worth_a_zygote(2, 2, "dask") and worth_a_zygote(3, 2, "dask"), "started with a worker's first one"
 
 
 @pytest.mark.skipif(sys.platform == "darwin", reason="MPS has no device file: torch is asked on macOS")

@@ -25,12 +25,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
 from autograder import skip_unused_schema_formats
+from autograder.grading import interrupt
 from autograder.isolation.limits import Limits
 from autograder.options import ENGINES, GradingOptions, grading_devices
 from dlkit.devices import DEVICES_ENV
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     # Stopped with `kill`, `timeout` or a cancelled CI job (SIGTERM, often to the whole process group), stop as on
     # Ctrl-C: every worker and kernel ended, what was graded kept for the next run. Python's default for
     # SIGTERM ends the driver on the spot, and the kernels, in sessions of their own, ran on.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    interrupt.stop_on_signals()
     skip_unused_schema_formats()  # before the imports below reach nbformat and jsonschema
     from autograder.course import assignments
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
+from autograder.grading import interrupt
 from autograder.isolation.limits import Limits, apply_process_limits
 
 
@@ -46,6 +47,12 @@ def init_worker(log_dir: Path, limits: Limits, kernel_env: dict[str, str]) -> No
     event.listen(Engine, "connect", _scratch_sqlite)
     for problem in apply_process_limits(limits):
         print(f"WARNING: {problem}", file=sys.stderr)
+
+
+def _init_local_worker(log_dir: Path, limits: Limits, kernel_env: dict[str, str]) -> None:
+    """init_worker, and Ctrl-C or SIGTERM to the run's process group left to the driver (interrupt.py)."""
+    init_worker(log_dir, limits, kernel_env)
+    interrupt.leave_to_the_driver()
 
 
 def _scratch_sqlite(connection, _record) -> None:
@@ -80,7 +87,7 @@ def local_engine(workers: int, log_dir: Path, limits: Limits, kernel_env: dict[s
     method = "fork" if sys.platform.startswith("linux") else "spawn"
     gc.freeze()
     pool = ProcessPoolExecutor(max_workers=max(1, workers), mp_context=get_context(method),
-                               initializer=init_worker, initargs=(log_dir, limits, kernel_env))
+                               initializer=_init_local_worker, initargs=(log_dir, limits, kernel_env))
     try:
         pool.submit(_ready).result()  # forks every worker now (a fork pool starts them all at once)
         yield pool
@@ -90,6 +97,7 @@ def local_engine(workers: int, log_dir: Path, limits: Limits, kernel_env: dict[s
 
 def _lowest_priority() -> None:
     os.nice(19)
+    interrupt.leave_to_the_driver()
 
 
 @contextmanager

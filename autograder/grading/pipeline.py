@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from autograder.course import assignments
 from autograder.execution import warm
-from autograder.grading import resume, schedule
+from autograder.grading import interrupt, resume, schedule
 from autograder.grading.autograde import Workspace, infrastructure_failure, prepare_workspace, run_autograde
 from autograder.grading.engines import dask_engine, local_engine, spare_cpu_process
 from autograder.grading.feedback import write_feedback
@@ -174,6 +174,8 @@ def grade_in_parallel(todo: list[Submission], options: GradingOptions,
                 address = zygote.address if zygote else None
                 futures = {pool.submit(grade_submission, s, options, preload, warm_kernels, address): s for s in todo}
                 for future in as_completed(futures):
+                    if interrupt.requested():  # its KeyboardInterrupt may have been swallowed (interrupt.py)
+                        raise KeyboardInterrupt
                     s = futures[future]
                     try:
                         graded, timing = future.result()

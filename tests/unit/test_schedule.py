@@ -124,3 +124,38 @@ def _collector_state() -> tuple[int, bool]:
     import gc
 
     return gc.get_freeze_count(), gc.isenabled()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
+def test_ctrl_c_or_sigterm_to_the_whole_group_leaves_the_workers_to_the_driver(tmp_path):
+    """A terminal's Ctrl-C and `timeout`'s SIGTERM reach every process of the run: a worker or the report
+    builder that died of it broke its pool under the driver, which then crashed instead of stopping."""
+    import os
+    import signal
+
+    from autograder.grading.engines import local_engine, spare_cpu_process
+    from autograder.isolation.limits import Limits
+
+    with local_engine(1, tmp_path / "logs", Limits(), {}) as pool, spare_cpu_process() as spare:
+        for executor in (pool, spare):
+            pid = executor.submit(os.getpid).result()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                os.kill(pid, signum)
+            assert executor.submit(os.getpid).result(timeout=30) == pid, "the process went on"
+
+
+def test_a_stop_is_remembered_even_where_its_keyboard_interrupt_is_swallowed(monkeypatch):
+    import signal
+
+    from autograder.grading import interrupt
+
+    monkeypatch.setattr(interrupt, "_requested", False)
+    previous = {signum: signal.getsignal(signum) for signum in interrupt.STOP_SIGNALS}
+    try:
+        interrupt.stop_on_signals()
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGTERM)
+        assert interrupt.requested(), "the driver checks it between two submissions"
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

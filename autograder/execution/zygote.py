@@ -87,14 +87,17 @@ def die_with_parent() -> None:
     namespace, sees none: a grading run killed as a whole (SIGTERM to its process group: `timeout`, a CI
     job cancelled) took the keepers with it and left their kernels running, holding memory, forever.
     """
-    if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, "PR_SET_PDEATHSIG")
 
 
 def become_subreaper() -> None:
     """Adopt every orphaned descendant (Linux): nothing below this process can re-parent itself away."""
-    if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1, "PR_SET_CHILD_SUBREAPER")
+
+
+def _prctl(option: int, value: int, name: str) -> None:
+    if ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({name}) failed")
 
 
 def children(pid: int) -> list[int]:

@@ -59,6 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine", choices=ENGINES, default="local",
                         help="local worker processes, or a Dask cluster (local unless --scheduler is given)")
     parser.add_argument("--scheduler", default=None, help="address of a running Dask scheduler (with --engine dask)")
+    parser.add_argument("--scratch-gb", type=float, default=defaults.scratch_bytes / 2**30,
+                        help="size of a kernel's /tmp, /var/tmp, /dev/shm and home together, and of its working folder")
+    parser.add_argument("--pass-env", default="",
+                        help="comma-separated names of the grader's environment variables kernels may see besides "
+                             "the kit's allowlist (e.g. HF_HOME); kernels never see any other")
+    parser.add_argument("--allow-unsandboxed", action="store_true",
+                        help="grade even where kernels cannot be sandboxed: student code then runs with your rights, "
+                             "sees your files and environment and can signal your processes")
     parser.add_argument("--db-url", default=None,
                         help="class gradebook (SQLAlchemy URL, e.g. postgresql://...); default: sqlite in OUT")
     args = parser.parse_args(argv)
@@ -70,7 +78,15 @@ def main(argv: list[str] | None = None) -> int:
     from autograder.course import assignments
 
     limits = Limits(cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout,
-                    memory_bytes=int(args.memory_gb * 2**30))
+                    memory_bytes=int(args.memory_gb * 2**30), scratch_bytes=int(args.scratch_gb * 2**30))
+    if args.pass_env:
+        from autograder.isolation.sandbox import PASS_ENV
+
+        os.environ[PASS_ENV] = args.pass_env  # read where kernels' environments are made: workers, the zygote
+    refusal = sandbox_refusal(args.allow_unsandboxed)
+    if refusal:
+        print(refusal, file=sys.stderr)
+        return 2
     try:
         devices = tuple(grading_devices(args.devices))
     except ValueError as err:
@@ -83,13 +99,29 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     options = GradingOptions(out=args.out.resolve(), workers=args.workers, limits=limits, devices=devices,
                              warm_kernels=not args.cold_kernels, engine=args.engine, scheduler=args.scheduler,
-                             db_url=args.db_url)
+                             db_url=args.db_url, allow_unsandboxed=args.allow_unsandboxed)
     zygote = start_zygote_early(args.submissions, only or set(assignments()), args.with_blank, options)
     try:
         return grade(args, options, only, zygote)
     finally:
         if zygote is not None:
             zygote.close()
+
+
+def sandbox_refusal(allowed: bool) -> str | None:
+    """Why the run may not start (student code could not be sandboxed here and the TA did not accept that),
+    or None. Where the TA accepted it, a warning is printed instead."""
+    from autograder.isolation import sandbox
+
+    reason = sandbox.unavailable_reason()
+    if reason is None:
+        return None
+    if allowed:
+        print(f"WARNING: --allow-unsandboxed: student code runs with your rights (your files, environment and "
+              f"processes), as you asked: {reason.splitlines()[0]}", file=sys.stderr)
+        return None
+    return (f"error: student code cannot be sandboxed on this system, so nothing was graded.\n{reason}\n"
+            f"(The README's isolation section says what each way of running protects.)")
 
 
 class Folder(NamedTuple):
@@ -134,16 +166,12 @@ def grade(args: argparse.Namespace, options: GradingOptions, only: set[str], zyg
     from autograder.grading.intake import discover
     from autograder.grading.pipeline import InfrastructureError, blank_submissions, grade_class
     from autograder.grading.report import grade_table, tampered_summary, write_tampered
-    from autograder.isolation import sandbox
     from autograder.isolation.limits import become_subreaper
     from autograder.paths import BUILD
 
     if not sys.platform.startswith("linux"):
         print("WARNING: memory limits and clean-up of left-over processes need Linux; grading without them",
               file=sys.stderr)
-    if sandbox.unavailable_reason():
-        print(f"WARNING: student code will run WITHOUT isolation (it can read the class's files and use the "
-              f"network): {sandbox.unavailable_reason()}", file=sys.stderr)
     build_release()  # incremental: releases only what changed since the last build
     try:
         submissions = discover(args.submissions, set(assignments()), BUILD)

@@ -30,6 +30,7 @@ class GradingOptions:
     engine: str = "local"                       # "local" worker processes or "dask"
     scheduler: str | None = None                # a running Dask scheduler's address (engine "dask")
     db_url: str | None = None                   # the class gradebook; None: sqlite in OUT
+    allow_unsandboxed: bool = False             # the TA accepted student code running with the grader's rights
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:

@@ -9,6 +9,7 @@ from pathlib import Path
 from queue import Empty
 from typing import Any
 
+import psutil
 import zmq
 import zmq.asyncio
 from jupyter_client.asynchronous import AsyncKernelClient
@@ -20,6 +21,7 @@ from traitlets import Integer, List, Type, Unicode
 from autograder.execution import warm
 from autograder.isolation import sandbox
 from autograder.isolation.limits import Limits
+from autograder.isolation.watchdog import Watchdog
 
 
 class PromptKernelClient(AsyncKernelClient):
@@ -68,8 +70,8 @@ class SandboxProvisioner(LocalProvisioner):
     """jupyter_client's local provisioner, launching the kernel through autograder.isolation.sandbox when
     its manager's `sandbox_workdir` is set, and forking it from a warm zygote when this process has one.
 
-    The sandboxed kernel runs as an unprivileged user of its own (sandbox.kernel_uid), so the
-    connection file is handed to that user. When this process has an active zygote
+    Under a root grader the sandboxed kernel runs as an unprivileged user of its own (sandbox.kernel_uid),
+    so the connection file is handed to that user. When this process has an active zygote
     (autograder.execution.warm), the kernel is forked from it instead of started from scratch;
     should that fail, it starts cold. A forked kernel is not our child but the zygote's grandchild:
     warm.ForkedKernel stands in for the subprocess.Popen that LocalProvisioner polls, waits for and
@@ -83,14 +85,30 @@ class SandboxProvisioner(LocalProvisioner):
         # Set on the manager when the kernel starts (the name may change after the provisioner is made).
         self.kernel_id, self.kernel_spec = km.kernel_id, km.kernel_spec
         kwargs = await super().pre_launch(**kwargs)  # writes the connection file, formats the command
+        # The kernel sees an allowlist of the grader's environment, never its credentials.
+        env = kwargs.get("env") or dict(os.environ)
+        kwargs["env"] = sandbox.kernel_env(env)
         if km.sandbox_workdir:
-            os.chown(km.connection_file, sandbox.kernel_uid(), sandbox.kernel_uid())
-            self.sandbox_spec = sandbox.write_spec(Path(km.sandbox_workdir), [Path(p) for p in km.sandbox_hide],
-                                                   [Path(p) for p in km.sandbox_keep], km.sandbox_processes)
+            if sandbox.sandbox_mode() == "root":  # else the kernel runs as this user, in a user namespace
+                os.chown(km.connection_file, sandbox.kernel_uid(), sandbox.kernel_uid())
+            self.sandbox_spec = sandbox.write_spec(Path(km.sandbox_workdir), [Path(p) for p in km.sandbox_keep],
+                                                   km.sandbox_processes, km.sandbox_scratch_bytes)
             kwargs["cmd"] = sandbox.wrap(kwargs["cmd"], self.sandbox_spec)
+        else:  # unsandboxed, as the TA accepted: the kernel keeps its user's home and temp folder
+            kwargs["env"].update({k: env[k] for k in ("HOME", "USER", "LOGNAME", "TMPDIR") if k in env})
         return kwargs
 
+    watchdog: Watchdog | None = None
+
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
+        info = await self._launch(cmd, **kwargs)
+        km = self.parent
+        self.watchdog = Watchdog(self.process.pid, km.memory_bytes,
+                                 Path(km.sandbox_workdir) if km.sandbox_workdir else None,
+                                 km.sandbox_scratch_bytes, self._kill_tree)
+        return info
+
+    async def _launch(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
         zygote = warm.active()
         if zygote is not None:
             spec = str(self.sandbox_spec) if self.sandbox_spec else None
@@ -105,6 +123,24 @@ class SandboxProvisioner(LocalProvisioner):
                 return self.connection_info
         return await super().launch_kernel(cmd, **kwargs)
 
+    def _kill_tree(self) -> None:
+        """SIGKILL the launched process and everything below it (a cold kernel is the child of `unshare`)."""
+        try:
+            root = psutil.Process(self.process.pid)
+            for process in [*root.children(recursive=True), root]:
+                process.kill()
+        except psutil.Error:
+            pass
+
+    def limit_exceeded(self) -> str | None:
+        """Why the watchdog killed the kernel, if it did."""
+        return self.watchdog.tripped if self.watchdog else None
+
+    async def cleanup(self, restart: bool = False) -> None:
+        if self.watchdog is not None:
+            self.watchdog.stop()
+        await super().cleanup(restart)
+
 
 class SandboxedKernelManager(AsyncKernelManager):
     """jupyter_client's kernel manager with the sandbox's settings and a SandboxProvisioner.
@@ -114,10 +150,14 @@ class SandboxedKernelManager(AsyncKernelManager):
     """
 
     sandbox_workdir = Unicode("", help="The sandboxed kernel's own folder; empty: no sandbox.").tag(config=True)
-    sandbox_hide = List(Unicode(), help="Paths the kernel must not see.").tag(config=True)
-    sandbox_keep = List(Unicode(), help="Paths the kernel needs, shown even inside hidden ones.").tag(config=True)
+    sandbox_keep = List(Unicode(), help="Paths the kernel needs besides the system's programs and libraries."
+                        ).tag(config=True)
+    sandbox_scratch_bytes = Integer(Limits().scratch_bytes, help="Size of the kernel's /tmp, /var/tmp, /dev/shm "
+                                    "and home together.").tag(config=True)
     sandbox_processes = Integer(Limits().processes, help="Processes and threads the kernel's user may run at once."
                                 ).tag(config=True)
+    memory_bytes = Integer(Limits().memory_bytes, help="Memory the kernel's processes may hold together (the "
+                           "watchdog's backstop).").tag(config=True)
     client_factory = Type(PromptKernelClient, klass=AsyncKernelClient, config=True)
 
     def __init__(self, **kwargs):

@@ -35,6 +35,7 @@ import nbformat
 import psutil
 
 from autograder.course import first_use_modules, notebook_imports
+from autograder.isolation import sandbox
 from autograder.isolation.limits import kill_descendants
 from autograder.paths import SANDBOX_SCRIPT, ZYGOTE_SCRIPT
 from dlkit.devices import xla_backend
@@ -176,7 +177,9 @@ class Zygote:
                 [sys.executable, str(ZYGOTE_SCRIPT), str(SANDBOX_SCRIPT), address, json.dumps(rlimits or {}),
                  json.dumps(plan or {}), *modules],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd="/",
-                env={**os.environ, **(env or {}), **ZYGOTE_ENV})  # the kernels' own: imports read some
+                # Only what a kernel may see (sandbox.kernel_env): a forked kernel's /proc/self/environ is the
+                # zygote's, whatever the kernel sets afterwards. On top, the kernels' own: imports read some.
+                env={**sandbox.kernel_env(dict(os.environ)), **(env or {}), **ZYGOTE_ENV})
         finally:
             if stderr:
                 stderr.close()

@@ -145,7 +145,8 @@ def become_kernel(request: dict, log_fd: int, sandbox) -> None:
         sys.argv[:] = sys.argv[:1]  # the zygote's arguments name its socket
         env = dict(request["env"])
         if sandbox is not None:
-            env.update(sandbox.private_env(sandbox.enter(request["sandbox_spec"])))
+            sandbox.enter(request["sandbox_spec"])
+            env = {**sandbox.kernel_env(env), **sandbox.private_env()}
         elif request.get("cwd"):
             os.chdir(request["cwd"])
         die_with_parent()  # after the sandbox's change of user, which clears it
@@ -206,7 +207,8 @@ def start_kernel(request: dict, log_fd: int, keep_fds: set[int]) -> tuple[int, i
             sandbox = None
             if request.get("sandbox_spec"):
                 sandbox = _load_sandbox()
-                sandbox.unshare_namespaces()
+                with open(request["sandbox_spec"]) as spec:
+                    sandbox.unshare_namespaces(json.load(spec)["mode"])
             kernel = os.fork()
         except BaseException:  # noqa: BLE001 - no pid written: the worker starts a cold kernel
             traceback.print_exc()

@@ -8,6 +8,7 @@ grading metadata is put there rebuilt from the release (recover.py).
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,21 +64,27 @@ def prepare_workspace(submission: Submission, release_root: Path, work_root: Pat
     return Workspace(root, submission.student, name)
 
 
-def run_autograde(workspace: Workspace, limits: Limits, hide: list[Path]) -> tuple[bool, str]:
+def run_autograde(workspace: Workspace, limits: Limits, allow_unsandboxed: bool = False) -> tuple[bool, str]:
     """nbgrader autograde in `workspace` under `limits`; returns (success, nbgrader's log and any traceback).
 
-    Where the system allows, the kernel runs sandboxed (see autograder/isolation/sandbox.py), unable to
-    see `hide` (the class and the grading outputs) or the kit's instructor files. Whatever
-    the submission started is killed before this returns.
+    Where the system allows, the kernel runs sandboxed (see autograder/isolation/sandbox.py): it sees
+    the interpreter, the helper package and a private scratch, nothing of the class, the outputs or
+    the kit's instructor files. (Where it does not, the command refused to start unless the TA
+    accepted running student code unsandboxed.) Whatever the submission started is killed before
+    this returns.
     """
+    if sandbox.unavailable_reason() is not None and not allow_unsandboxed:  # a Dask worker on another machine
+        return False, (f"{INFRASTRUCTURE}: no sandbox for student code on {os.uname().nodename}: "
+                       f"{sandbox.unavailable_reason()}")
     config = nbgrader_config(workspace.root, limits)
+    config.SandboxedKernelManager.memory_bytes = limits.memory_bytes
     workdir = None
     if sandbox.unavailable_reason() is None:
         workdir = sandbox.make_workdir()
         config.SandboxedKernelManager.sandbox_workdir = str(workdir)
-        config.SandboxedKernelManager.sandbox_hide = [str(p) for p in sandbox.default_hide() + hide]
         config.SandboxedKernelManager.sandbox_keep = [str(p) for p in sandbox.default_keep()]
         config.SandboxedKernelManager.sandbox_processes = limits.processes
+        config.SandboxedKernelManager.sandbox_scratch_bytes = limits.scratch_bytes
     coursedir = CourseDirectory(config=config)
     coursedir.assignment_id = workspace.assignment
     coursedir.student_id = workspace.student

@@ -86,8 +86,7 @@ def grade_submission(submission: Submission, options: GradingOptions, preload: t
 def _autograde_once(submission: Submission, options: GradingOptions) -> tuple[Workspace, bool, str]:
     """One nbgrader autograde of `submission` in a fresh workspace: (workspace, success, log)."""
     workspace = prepare_workspace(submission, BUILD, options.out / ".work")
-    class_folder = submission.notebook.resolve().parents[2]  # <class>/<student>/<assignment>/<file>
-    success, log = run_autograde(workspace, options.limits, hide=[options.out, class_folder])
+    success, log = run_autograde(workspace, options.limits, options.allow_unsandboxed)
     return workspace, success, log
 
 

@@ -7,7 +7,8 @@ run's zygote, so every kernel it forks does (process_rlimits):
   the kernel's OOM killer, which could hit anybody. Unlike RLIMIT_AS it leaves alone address
   space that is only reserved (PROT_NONE): CUDA, NCCL and JAX reserve tens of GiB and fail to
   start under an address-space cap. It does not count shared memory (`mmap.mmap(-1, n)`, files
-  in /dev/shm), and it is per process: a submission's processes together may use more;
+  in /dev/shm), and it is per process: the watchdog (watchdog.py) caps a submission's processes together,
+  shared memory included;
 - files: RLIMIT_FSIZE caps the size of any file the kernel writes; RLIMIT_CORE stops core dumps;
 - processes: sandboxed kernels run under RLIMIT_NPROC (sandbox.py sets it, since it counts the
   processes and threads of the kernel's own uid); the worker becomes a "child subreaper", so a
@@ -43,6 +44,7 @@ class Limits:
     # within seconds rather than loading a small grading machine with a thousand forks.
     processes: int = max(256, 16 * (os.cpu_count() or 1))
     file_bytes: int = 1 * 2**30      # largest file the kernel may write
+    scratch_bytes: int = 1 * 2**30   # the sandbox's /tmp, /var/tmp, /dev/shm and home together; and its workdir
     output_bytes: int = 1 * 2**20    # outputs kept per cell; more is dropped with a note
 
     def nbgrader_config(self) -> Config:

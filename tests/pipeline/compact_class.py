@@ -199,6 +199,12 @@ def add_recovery_cases(class_dir: Path) -> None:
     (class_dir / "recover_linked" / "01_tensors" / "01_tensors.ipynb").symlink_to(NOTEBOOKS / "01_tensors.ipynb")
 
 
+#: Credentials a TA's shell typically holds, planted in the grader's environment for the compact class run:
+#: no kernel may see them (hostile_snoops looks), and no file the run writes may contain them.
+PLANTED_SECRETS = {"AWS_SECRET_ACCESS_KEY": "kit-planted-aws-7f3a9c", "PGPASSWORD": "kit-planted-pg-51d2e8",
+                   "GITHUB_TOKEN": "kit-planted-gh-c0ffee"}
+
+
 def build(class_dir: Path) -> Path:
     """Write the compact class into `class_dir`."""
     for student, assignment in samples():

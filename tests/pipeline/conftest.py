@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from pathlib import Path
 
@@ -34,7 +35,8 @@ def graded(release, class_dir, submitted_digest, tmp_path_factory) -> Graded:
     flags = ["--with-blank", "--cell-timeout", compact_class.CELL_TIMEOUT]
     if compact_class.FILTER:
         flags += ["--assignments", ",".join(compact_class.FILTER)]
-    return run_grader(class_dir, tmp_path_factory.mktemp("grades"), *flags, workers=2, timeout=3600)
+    return run_grader(class_dir, tmp_path_factory.mktemp("grades"), *flags, workers=2, timeout=3600,
+                      env={**os.environ, **compact_class.PLANTED_SECRETS})
 
 
 #: Students of the compact class graded again on a local Dask cluster: the engine's three outcomes

@@ -141,7 +141,6 @@ def test_a_sandboxed_kernel_dies_with_its_keeper_when_the_whole_run_is_killed(zy
         doomed.ready()
         warm.activate((), address=doomed.address)
         km, _ = asyncio.run(run_in_kernel("print('up')", sandbox_workdir=str(workdir),
-                                          sandbox_hide=[str(p) for p in sandbox.default_hide()],
                                           sandbox_keep=[str(p) for p in sandbox.default_keep()]))
         kernel = km.provisioner.process
         for pid in (doomed.server, kernel.keeper.pid):  # the group's signal, as the zygote and keeper get it

@@ -79,6 +79,9 @@ ENV_ALLOWED = {"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "PYTHONHASHSEED", "PYTH
                "TPU_NAME", "COLAB_TPU_ADDR", "COLAB_RELEASE_TAG", "PYTORCH_NVML_BASED_CUDA_CHECK",
                "LD_LIBRARY_PATH", "JPY_PARENT_PID", "JPY_SESSION_NAME", "VIRTUAL_ENV"}
 ENV_PREFIXES = ("LC_", "DLKIT_")
+#: What Docker's defaults refuse the sandbox, and the flags that allow it (README "Isolation", Containerfile).
+CONTAINER_FLAGS = ("--security-opt seccomp=unconfined", "--security-opt apparmor=unconfined",
+                   "--security-opt systempaths=unconfined")
 #: Names the TA passes through on top (grade.py --pass-env), comma-separated, in the grader's environment.
 PASS_ENV = "KIT_KERNEL_PASS_ENV"
 
@@ -149,9 +152,8 @@ def how_to_enable() -> str:
     except OSError:
         pass
     if Path("/.dockerenv").exists() or Path("/run/.containerenv").exists():
-        hints.append("in a container, start it with --security-opt seccomp=unconfined --security-opt "
-                     "apparmor=unconfined --security-opt systempaths=unconfined (see the README's isolation "
-                     "section and the Containerfile)")
+        hints.append(f"in a container, start it with {' '.join(CONTAINER_FLAGS)} (see the README's isolation "
+                     f"section and the Containerfile)")
     hints.append("or, knowing that student code then runs with your rights, pass --allow-unsandboxed")
     return "To sandbox kernels: " + "; ".join(hints)
 

@@ -49,3 +49,19 @@ def test_the_xla_environment_pins_the_course_packages_but_torch():
     shared = {p for p in xla if p.split("==")[0] in {q.split("==")[0] for q in pyproject_pins()}} - {"torch==2.9.0"}
     assert shared <= pyproject_pins(), f"pinned differently from pyproject.toml: {sorted(shared - pyproject_pins())}"
     assert {"nbgrader==0.9.6", "tensorflow-cpu==2.21.0"} <= shared
+
+
+def test_the_containerfile_builds_what_make_venv_builds_and_runs_the_grader_unprivileged():
+    """The container recipe cannot run here (no container engine); what can be checked: it installs through
+    `make venv` (so the same pins), on the Python environment.yml names, as an ordinary user, and its
+    documented `docker run` flags are those the grader prints when a container refuses the sandbox."""
+    from autograder.isolation.sandbox import CONTAINER_FLAGS
+
+    text = (REPO / "Containerfile").read_text()
+    python = re.search(r"^\s+- python=(\S+)$", (REPO / "environment.yml").read_text(), re.M).group(1)
+    assert re.search(rf"^FROM python:{re.escape(python)}-", text, re.M), "the Python environment.yml names"
+    assert re.search(r"^RUN make venv\b", text, re.M), "installed by `make venv`, as a newcomer's"
+    assert re.search(r"^USER (?!root)\w+", text, re.M), "the grader runs as an ordinary user"
+    assert "util-linux" in text, "the sandbox's unshare"
+    for flag in CONTAINER_FLAGS:
+        assert flag in text, flag

@@ -3,6 +3,7 @@ sandbox (forked from the run's warm zygote when there is one)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from pathlib import Path
@@ -19,9 +20,9 @@ from jupyter_client.provisioning import LocalProvisioner
 from traitlets import Integer, List, Type, Unicode
 
 from autograder.execution import warm
-from autograder.isolation import sandbox
+from autograder.isolation import cgroups, sandbox
 from autograder.isolation.limits import Limits
-from autograder.isolation.watchdog import Watchdog
+from autograder.isolation.watchdog import Watchdog, describe
 
 
 class PromptKernelClient(AsyncKernelClient):
@@ -66,6 +67,9 @@ class PromptKernelClient(AsyncKernelClient):
     wait_for_ready = _async_wait_for_ready  # AsyncKernelClient binds the name to its parent's function
 
 
+_KERNELS = itertools.count()  # numbers this worker's kernels' cgroups
+
+
 class SandboxProvisioner(LocalProvisioner):
     """jupyter_client's local provisioner, launching the kernel through autograder.isolation.sandbox when
     its manager's `sandbox_workdir` is set, and forking it from a warm zygote when this process has one.
@@ -91,19 +95,23 @@ class SandboxProvisioner(LocalProvisioner):
         if km.sandbox_workdir:
             if sandbox.sandbox_mode() == "root":  # else the kernel runs as this user, in a user namespace
                 os.chown(km.connection_file, sandbox.kernel_uid(), sandbox.kernel_uid())
+            self.cgroup = cgroups.create(f"kernel-{os.getpid()}-{next(_KERNELS)}",
+                                         km.memory_bytes + km.sandbox_scratch_bytes)
             self.sandbox_spec = sandbox.write_spec(Path(km.sandbox_workdir), [Path(p) for p in km.sandbox_keep],
-                                                   km.sandbox_processes, km.sandbox_scratch_bytes)
+                                                   km.sandbox_processes, km.sandbox_scratch_bytes, cgroup=self.cgroup)
             kwargs["cmd"] = sandbox.wrap(kwargs["cmd"], self.sandbox_spec)
         else:  # unsandboxed, as the TA accepted: the kernel keeps its user's home and temp folder
             kwargs["env"].update({k: env[k] for k in ("HOME", "USER", "LOGNAME", "TMPDIR") if k in env})
         return kwargs
 
     watchdog: Watchdog | None = None
+    cgroup: Path | None = None
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
+        """Launch, then watch: memory by the watchdog where no cgroup limits it, the working folder always."""
         info = await self._launch(cmd, **kwargs)
         km = self.parent
-        self.watchdog = Watchdog(self.process.pid, km.memory_bytes,
+        self.watchdog = Watchdog(self.process.pid, None if self.cgroup else km.memory_bytes,
                                  Path(km.sandbox_workdir) if km.sandbox_workdir else None,
                                  km.sandbox_scratch_bytes, self._kill_tree)
         return info
@@ -133,13 +141,20 @@ class SandboxProvisioner(LocalProvisioner):
             pass
 
     def limit_exceeded(self) -> str | None:
-        """Why the watchdog killed the kernel, if it did."""
-        return self.watchdog.tripped if self.watchdog else None
+        """Why the kernel was killed for a limit (by the watchdog, or by the OOM killer in its cgroup), if it was."""
+        if self.watchdog and self.watchdog.tripped:
+            return self.watchdog.tripped
+        if self.cgroup and cgroups.oom_killed(self.cgroup):
+            return (f"the kernel's processes reached the memory limit of {describe(self.parent.memory_bytes)} a "
+                    f"submission may use (shared memory and its scratch files included)")
+        return None
 
     async def cleanup(self, restart: bool = False) -> None:
         if self.watchdog is not None:
             self.watchdog.stop()
         await super().cleanup(restart)
+        if self.cgroup is not None:
+            cgroups.remove(self.cgroup)
 
 
 class SandboxedKernelManager(AsyncKernelManager):

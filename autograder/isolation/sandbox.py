@@ -15,7 +15,8 @@ runs as root of its namespaces, as PID 1 of a fresh PID namespace, and
 2. gives the kernel one private tmpfs, capped in size (Limits.scratch_bytes), behind /tmp,
    /var/tmp, /dev/shm and its HOME (its working directory too), gone with the namespace;
 3. brings up the namespace's own loopback (local sockets work, nothing leaves the machine);
-4. caps the processes and threads (RLIMIT_NPROC, counted per user namespace on Linux 5.14+), then
+4. joins the kernel's memory cgroup where the grader made one (a root grader, cgroups.py), caps the
+   processes and threads (RLIMIT_NPROC, counted per user namespace on Linux 5.14+), then
    drops every privilege: as root, to a uid of its own (one per grading worker) without
    capabilities; as an ordinary user, into a nested user namespace as uid 1000 without
    capabilities, whose mounts it may not change (they belong to the namespace above);
@@ -207,14 +208,15 @@ def make_workdir(mode: str | None = None) -> Path:
 
 
 def write_spec(workdir: Path, keep: list[Path], processes: int, scratch_bytes: int = 2**30,
-               mode: str | None = None) -> Path:
-    """Write what the sandbox shows the kernel, its user and caps into the workdir (readable by the grader's
-    user only); return its path."""
+               mode: str | None = None, cgroup: Path | None = None) -> Path:
+    """Write what the sandbox shows the kernel, its user and caps (and the memory cgroup it joins, see
+    cgroups.py) into the workdir (readable by the grader's user only); return its path."""
     mode = mode or sandbox_mode()
     spec = workdir / ".sandbox.json"
     spec.write_text(json.dumps({"mode": mode, "workdir": str(workdir), "keep": [str(p) for p in keep],
                                 "uid": kernel_uid(mode) if mode == "root" else USER_MODE_UID,
-                                "processes": processes, "scratch_bytes": scratch_bytes}))
+                                "processes": processes, "scratch_bytes": scratch_bytes,
+                                "cgroup": str(cgroup) if cgroup else None}))
     spec.chmod(0o600)
     return spec
 
@@ -396,6 +398,9 @@ def _drop_privileges(spec: dict) -> None:
 
 def _enter(spec: dict) -> None:
     """Steps 1-4 of the module docstring, in this process, PID 1 of its namespace and root of its namespaces."""
+    if spec.get("cgroup"):  # the grader's memory group for this kernel (cgroups.py), joined while /sys is there
+        with open(os.path.join(spec["cgroup"], "cgroup.procs"), "w") as f:
+            f.write("0")
     _mount("none", "/", None, _MS_REC | _MS_PRIVATE)
     workdir_fd = os.open(spec["workdir"], os.O_PATH)
     root = tempfile.mkdtemp(prefix="kit-root-", dir=spec["workdir"])  # a mount point nobody else uses

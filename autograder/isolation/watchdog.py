@@ -9,9 +9,9 @@ pages split between the processes sharing them) of every process below the kerne
 /proc, and the bytes in the working folder. Past a limit it kills the kernel (PID 1 of its namespace:
 everything in it dies) and remembers why, which GuardedExecute puts in the student's error row.
 
-A cgroup memory limit would stop an allocation before it lands rather than within a polling interval;
-this works where the grader may not create cgroups (an ordinary user, most containers), which is
-where it matters most.
+Where the grader may create a memory cgroup (a root grader, cgroups.py), the cgroup limits memory,
+stopping an allocation before it lands rather than within a polling interval, and the watchdog
+watches only the folder; elsewhere (an ordinary user, most containers) it is the memory backstop.
 """
 
 from __future__ import annotations
@@ -70,8 +70,10 @@ def describe(size: int) -> str:
 class Watchdog:
     """Watches one kernel from its start until its process is gone or `stop` is called."""
 
-    def __init__(self, root: int, memory_bytes: int, folder: Path | None, folder_bytes_limit: int,
+    def __init__(self, root: int, memory_bytes: int | None, folder: Path | None, folder_bytes_limit: int,
                  kill) -> None:
+        """Watch `root`'s processes' memory (unless `memory_bytes` is None: a cgroup limits it) and `folder`'s size
+        (unless None); past a limit, call `kill`."""
         self.root, self.memory_bytes = root, memory_bytes
         self.folder, self.folder_bytes_limit = folder, folder_bytes_limit
         self.kill = kill
@@ -90,8 +92,8 @@ class Watchdog:
 
     def check(self) -> str | None:
         """Why the kernel must be killed now, or None."""
-        used = tree_memory(self.root)
-        if used > self.memory_bytes:
+        used = tree_memory(self.root) if self.memory_bytes is not None else 0
+        if self.memory_bytes is not None and used > self.memory_bytes:
             return (f"the kernel's processes held {describe(used)} of memory together, past the limit of "
                     f"{describe(self.memory_bytes)} a submission may use (shared memory included)")
         if self.folder is not None:

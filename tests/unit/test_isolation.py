@@ -19,10 +19,11 @@ import socket
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
-from autograder.isolation import sandbox
+from autograder.isolation import cgroups, sandbox
 from autograder.isolation.watchdog import Watchdog
 from autograder.paths import REPO
 
@@ -34,11 +35,11 @@ SECRETS = {"AWS_SECRET_ACCESS_KEY": "kit-unit-aws", "PGPASSWORD": "kit-unit-pg",
 
 
 def run_sandboxed(code: str, env: dict[str, str], processes: int = 64, mode: str | None = None,
-                  scratch_bytes: int = 2**30) -> subprocess.CompletedProcess:
+                  scratch_bytes: int = 2**30, cgroup: Path | None = None) -> subprocess.CompletedProcess:
     """`python -c code` in a sandbox as a kernel gets it (cold path), under `env`."""
     workdir = sandbox.make_workdir(mode)
     try:
-        spec = sandbox.write_spec(workdir, sandbox.default_keep(), processes, scratch_bytes, mode)
+        spec = sandbox.write_spec(workdir, sandbox.default_keep(), processes, scratch_bytes, mode, cgroup)
         return subprocess.run(sandbox.wrap([sys.executable, "-c", code], spec), capture_output=True, text=True,
                               env=env, timeout=120)
     finally:
@@ -150,6 +151,21 @@ def test_scratch_is_private_capped_in_total_and_gone_with_the_kernel(mode):
     assert f"cwd {sandbox.KERNEL_HOME}" in proc.stdout
     for place in ("/tmp", "/var/tmp", "/dev/shm"):
         assert not os.path.exists(f"{place}/kit-unit-scratch"), f"the kernel's file outlived it in the host's {place}"
+
+
+@pytest.mark.skipif("root" not in MODES or cgroups.create(f"probe-{os.getpid()}", 2**30) is None,
+                    reason="a memory cgroup needs a root grader and a writable cgroup hierarchy")
+def test_a_root_graders_kernel_is_held_by_its_memory_cgroup_shared_memory_included():
+    cgroups.remove(cgroups.create(f"probe-{os.getpid()}", 2**30))
+    group = cgroups.create(f"unit-{os.getpid()}", 200 * 2**20)
+    try:
+        code = "import mmap\nm = mmap.mmap(-1, 600 * 2**20)\nfor i in range(0, len(m), 4096): m[i] = 1\nprint('kept')"
+        proc = run_sandboxed(code, dict(os.environ), mode="root", cgroup=group)
+        assert proc.returncode != 0 and "kept" not in proc.stdout, "600 MiB of shared memory under a 200 MiB group"
+        assert cgroups.oom_killed(group)
+    finally:
+        cgroups.remove(group)
+    assert not group.exists()
 
 
 def test_the_kernel_environment_is_an_allowlist():

@@ -1,4 +1,5 @@
-"""What unit and pipeline tests share: the release build (once per session), a CSV reader, a stripped notebook.
+"""What unit and pipeline tests share: the release build (once per session), a CSV reader, a spreadsheet's
+reading of a CSV, a stripped notebook.
 
 tests/unit/ runs no grading and no whole notebook; tests/pipeline/ does (its conftest.py grades the
 compact class once per session, and tests/pipeline/grader.py is the one way tests run the grader).
@@ -24,6 +25,24 @@ def release() -> dict[str, Path]:
 def read_csv(path: Path) -> list[dict]:
     with open(path, newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
+
+
+def spreadsheet_cells(path: Path) -> list[list[str]]:
+    """Each cell of a CSV file as a spreadsheet takes it: "formula" for one it would evaluate, else its text.
+
+    Excel, LibreOffice and Google Sheets evaluate a cell that starts with = + - or @ (after any leading
+    tab, carriage return or space, which they trim) unless it is a plain number; a leading ' makes it text.
+    """
+    def taken(cell: str) -> str:
+        trimmed = cell.lstrip("\t\r ")
+        if trimmed[:1] in ("=", "+", "-", "@"):
+            try:
+                float(trimmed)
+            except ValueError:
+                return "formula"
+        return cell
+    with open(path, newline="", encoding="utf-8") as f:
+        return [[taken(cell) for cell in row] for row in csv.reader(f)]
 
 
 def stripped(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:

@@ -22,7 +22,7 @@ from autograder.course import nbgrader_config
 from autograder.execution import warm
 from autograder.grading import recover
 from autograder.grading.intake import Submission, read_notebook_bytes
-from autograder.grading.preprocessors import INFRASTRUCTURE
+from autograder.grading.preprocessors import take_machine_failures
 from autograder.isolation import sandbox
 from autograder.isolation.limits import Limits, kill_descendants
 
@@ -64,8 +64,17 @@ def prepare_workspace(submission: Submission, release_root: Path, work_root: Pat
     return Workspace(root, submission.student, name)
 
 
-def run_autograde(workspace: Workspace, limits: Limits, allow_unsandboxed: bool = False) -> tuple[bool, str]:
-    """nbgrader autograde in `workspace` under `limits`; returns (success, nbgrader's log and any traceback).
+@dataclass(frozen=True)
+class Autograded:
+    """What one nbgrader autograde of a submission gave."""
+
+    success: bool
+    log: str                      # nbgrader's log and any traceback, for the TA
+    machine_failure: str | None   # why the grading machine (not the submission) failed, from the grader's record
+
+
+def run_autograde(workspace: Workspace, limits: Limits, allow_unsandboxed: bool = False) -> Autograded:
+    """nbgrader autograde in `workspace` under `limits`.
 
     Where the system allows, the kernel runs sandboxed (see autograder/isolation/sandbox.py): it sees
     the interpreter, the helper package and a private scratch, nothing of the class, the outputs or
@@ -74,8 +83,8 @@ def run_autograde(workspace: Workspace, limits: Limits, allow_unsandboxed: bool 
     this returns.
     """
     if sandbox.unavailable_reason() is not None and not allow_unsandboxed:  # a Dask worker on another machine
-        return False, (f"{INFRASTRUCTURE}: no sandbox for student code on {os.uname().nodename}: "
-                       f"{sandbox.unavailable_reason()}")
+        why = f"no sandbox for student code on {os.uname().nodename}: {sandbox.unavailable_reason()}"
+        return Autograded(False, why, why)
     config = nbgrader_config(workspace.root, limits)
     config.SandboxedKernelManager.memory_bytes = limits.memory_bytes
     workdir = None
@@ -91,6 +100,7 @@ def run_autograde(workspace: Workspace, limits: Limits, allow_unsandboxed: bool 
     app = Autograde(coursedir=coursedir, config=config)
     app.force = True
     app.create_student = True
+    take_machine_failures()  # forget any left from an earlier submission of this worker
     try:
         result = capture_log(app)
     finally:
@@ -98,17 +108,6 @@ def run_autograde(workspace: Workspace, limits: Limits, allow_unsandboxed: bool 
         kill_descendants(spare=warm.spared())  # a cold kernel and what it left; a zygote serves the next submission
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
-    return bool(result["success"]), result.get("log", "") + result.get("error", "")
-
-
-def infrastructure_failure(log: str) -> str | None:
-    """Why the grading machine (not the submission) failed, from an autograde log; None if it did not.
-
-    GuardedExecute raises KernelStartFailure when the kernel cannot start or fails before any
-    student code ran; nbgrader logs the traceback, whose last line names it.
-    """
-    lines = [line.strip() for line in log.splitlines() if line.strip().startswith(f"{INFRASTRUCTURE}:")
-             or f".{INFRASTRUCTURE}: " in line]
-    if not lines:
-        return None
-    return lines[-1].split(f"{INFRASTRUCTURE}: ", 1)[1]
+    failures = take_machine_failures()
+    return Autograded(bool(result["success"]), result.get("log", "") + result.get("error", ""),
+                      failures[-1] if failures else None)

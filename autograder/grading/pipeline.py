@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 from autograder.course import assignments
 from autograder.execution import warm
 from autograder.grading import interrupt, resume, schedule
-from autograder.grading.autograde import Workspace, infrastructure_failure, prepare_workspace, run_autograde
+from autograder.grading.autograde import Autograded, Workspace, prepare_workspace, run_autograde
 from autograder.grading.engines import dask_engine, local_engine, spare_cpu_process
 from autograder.grading.feedback import write_feedback
 from autograder.grading.gradebook import class_db_url, class_gradebook, lay_out_course
@@ -57,37 +57,36 @@ def grade_submission(submission: Submission, options: GradingOptions, preload: t
     if options.warm_kernels if warm_kernels is None else warm_kernels:
         needs = warm.preload_modules(assignments()[submission.assignment], devices=options.devices)
         warm.activate(preload or needs, address=zygote, rlimits=process_rlimits(options.limits), needs=needs)
-    workspace, success, log = _autograde_once(submission, options)
-    if (reason := infrastructure_failure(log)) is not None:
+    workspace, graded = _autograde_once(submission, options)
+    if (reason := graded.machine_failure) is not None:
         print(f"WARNING: {submission.student}/{submission.assignment}: {reason}; retrying once with a cold kernel",
               file=sys.stderr)
         shutil.rmtree(workspace.root, ignore_errors=True)
         with warm.suspended():
-            workspace, success, log = _autograde_once(submission, options)
-        if (reason := infrastructure_failure(log)) is not None:
+            workspace, graded = _autograde_once(submission, options)
+        if (reason := graded.machine_failure) is not None:
             shutil.rmtree(workspace.root, ignore_errors=True)
             raise InfrastructureError(f"{submission.student}/{submission.assignment}: {reason} "
                                       "(and again with a cold kernel)")
     source = workspace.root / "source" / submission.assignment / f"{submission.assignment}.ipynb"
-    rows = collect(workspace, source, success, log, options.devices)
+    rows = collect(workspace, source, graded.success, graded.log, options.devices)
     executing = 0.0
     if workspace.autograded_notebook.exists():
         executing = execution_seconds(workspace.autograded_notebook)
         keep = out / "autograded" / submission.student / submission.assignment
         keep.mkdir(parents=True, exist_ok=True)
         shutil.copy2(workspace.autograded_notebook, keep)
-    if not success:
+    if not graded.success:
         (out / "logs").mkdir(exist_ok=True)
-        (out / "logs" / f"{submission.student}--{submission.assignment}.log").write_text(log, encoding="utf-8")
+        (out / "logs" / f"{submission.student}--{submission.assignment}.log").write_text(graded.log, encoding="utf-8")
     shutil.rmtree(workspace.root, ignore_errors=True)
     return rows, Timing(submission.student, submission.assignment, time.perf_counter() - started, executing)
 
 
-def _autograde_once(submission: Submission, options: GradingOptions) -> tuple[Workspace, bool, str]:
-    """One nbgrader autograde of `submission` in a fresh workspace: (workspace, success, log)."""
+def _autograde_once(submission: Submission, options: GradingOptions) -> tuple[Workspace, Autograded]:
+    """One nbgrader autograde of `submission` in a fresh workspace."""
     workspace = prepare_workspace(submission, BUILD, options.out / ".work")
-    success, log = run_autograde(workspace, options.limits, options.allow_unsandboxed)
-    return workspace, success, log
+    return workspace, run_autograde(workspace, options.limits, options.allow_unsandboxed)
 
 
 def problem_rows(submission: Submission) -> list[CellResult]:

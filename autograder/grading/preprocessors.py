@@ -27,14 +27,27 @@ from traitlets import Float, Integer
 
 from autograder.course import grade_id_of
 from autograder.execution.kernel import SandboxedKernelManager
+from autograder.grading.markers import MarkerInbox, forget, marker_record
+from autograder.grading.messages import bounded, message
 from dlkit import integrity
 
 #: Error names the kit writes into cells it had to stop; results.describe_error reads them.
 NOT_RUN = "CellNotRun"
 NOTEBOOK_TIMEOUT = "NotebookTimeout"
 KERNEL_DIED = "DeadKernelError"
-#: What the log of an autograde says when the grading machine, not the submission, failed (autograde.py reads it).
-INFRASTRUCTURE = "KernelStartFailure"
+#: Traceback entries an error output keeps (its last ones: where the error was raised).
+TRACEBACK_ENTRIES = 50
+#: Machine failures raised in this process since the last take_machine_failures(): the grader's own record of
+#: what its code saw (a kernel that never answered, a grader cell that failed before any student code), kept
+#: apart from every log, output and message, which a student's text can imitate.
+_MACHINE_FAILURES: list[str] = []
+
+
+def take_machine_failures() -> list[str]:
+    """The machine failures recorded since the last call, oldest first; the record is emptied."""
+    taken = list(_MACHINE_FAILURES)
+    _MACHINE_FAILURES.clear()
+    return taken
 
 
 class KernelStartFailure(RuntimeError):
@@ -42,12 +55,27 @@ class KernelStartFailure(RuntimeError):
 
     Raised out of GuardedExecute so that nbgrader's autograde fails as a whole; the grader then
     retries the submission once with a cold kernel and, failing again, stops the run instead of
-    recording a zero (see grade.grade_submission).
+    recording a zero (see pipeline.grade_submission). Creating one records it (take_machine_failures):
+    the pipeline learns of it from that record, never from text in nbgrader's log.
     """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        _MACHINE_FAILURES.append(reason)
 
 
 def error_output(name: str, message: str) -> NotebookNode:
     return NotebookNode(output_type="error", ename=name, evalue=message, traceback=[f"{name}: {message}"])
+
+
+def capped_error(output: NotebookNode) -> NotebookNode:
+    """An error output whose message is capped like every message (messages.py), and its traceback to its last
+    TRACEBACK_ENTRIES entries, each capped: an exception's message is the submission's to choose."""
+    traceback = [bounded(str(entry)) for entry in output.get("traceback", [])]
+    dropped = len(traceback) - TRACEBACK_ENTRIES
+    if dropped > 0:
+        traceback = [f"[the grader dropped the first {dropped} entries of this traceback]"] + traceback[dropped:]
+    return NotebookNode(output, evalue=message(str(output.get("evalue", ""))), traceback=traceback)
 
 
 class GuardedExecute(Execute):
@@ -60,7 +88,11 @@ class GuardedExecute(Execute):
     - after a timeout, a kernel that does not answer within `stuck_grace` seconds is killed;
     - once the kernel is dead or killed, the remaining cells get an error output saying why
       they did not run, and grading goes on, so the cells that ran keep their grades;
-    - output beyond `max_output_bytes` per cell is dropped as it arrives;
+    - output beyond `max_output_bytes` per cell is dropped as it arrives, but never a marker: messages on the
+      marker channel (dlkit/channel.py) are taken out first and what a MarkerInbox accepts goes into the
+      cell's metadata (markers.py), so a correct answer that prints megabytes keeps its markers;
+    - every error output is capped (capped_error): nbgrader's Execute puts the kernel's reply back, whole,
+      when the budget dropped the error's output, and a 50 MB exception message made a 400 MB notebook;
     - a kernel that cannot start, or that dies or fails in the grader's own first cell (inserted by
       GuardTests before any student cell), raises KernelStartFailure: that is never the student's doing.
     """
@@ -77,6 +109,9 @@ class GuardedExecute(Execute):
         self._deadline = time.monotonic() + self.notebook_timeout
         self._stopped: tuple[str, str] | None = None  # (error name, why) once execution was abandoned
         self._student_code_started = False
+        self._inbox, self._cell = MarkerInbox(), None
+        for cell in nb.cells:
+            forget(cell)
         try:
             return super().preprocess(nb, resources, km)
         except KernelStartFailure:
@@ -89,6 +124,13 @@ class GuardedExecute(Execute):
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code":
             return cell, resources
+        self._cell = cell
+        cell, resources = self._run_cell(cell, resources, index)
+        cell.outputs = [capped_error(o) if o.get("output_type") == "error" else o for o in cell.outputs]
+        return cell, resources
+
+    def _run_cell(self, cell, resources, index):
+        """Run one code cell within the notebook's budget; a dead or stuck kernel stops the cells after it."""
         if index > 0:
             self._student_code_started = True
         elif self._stopped is None:
@@ -106,8 +148,10 @@ class GuardedExecute(Execute):
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
+            limit = self._limit_exceeded()
             self._stopped = (NOT_RUN, f"the kernel died while running cell {index}")
-            cell.outputs.append(error_output(KERNEL_DIED, "the kernel died while running this cell "
+            cell.outputs.append(error_output(KERNEL_DIED, f"the grader killed the kernel: {limit}" if limit else
+                                             "the kernel died while running this cell "
                                              "(os._exit, a crash, or the memory limit)"))
             return cell, resources
         except CellTimeoutError:  # raised when the kernel never went idle after the interrupt
@@ -141,6 +185,11 @@ class GuardedExecute(Execute):
                                      f"{error.get('evalue')}")
         return cell, resources
 
+    def _limit_exceeded(self) -> str | None:
+        """Why the grader's watchdog killed the kernel (a fact of the grader's, never the kernel's word), if it did."""
+        provisioner = getattr(self.km, "provisioner", None)
+        return provisioner.limit_exceeded() if hasattr(provisioner, "limit_exceeded") else None
+
     def _kernel_answers(self) -> bool:
         """After an interrupt: does the kernel take a new request within stuck_grace seconds?"""
         saved = self.timeout
@@ -161,7 +210,12 @@ class GuardedExecute(Execute):
                 self.log.warning("could not shut the kernel down: %s", err)
 
     def output(self, outs, msg, display_id, cell_index):
-        """Keep a cell's outputs until they pass max_output_bytes, then drop the rest with one note."""
+        """Keep a cell's outputs until they pass max_output_bytes, then drop the rest with one note; hand markers to
+        the inbox, outside the budget, and keep none of them as output."""
+        record = marker_record(msg)
+        if record is not None:
+            self._inbox.take(self._cell, record, graders_cell=not self._student_code_started)
+            return None
         self._output_bytes = getattr(self, "_output_bytes", 0) + len(json.dumps(msg.get("content", {}), default=str))
         if self._output_bytes <= self.max_output_bytes:
             return super().output(outs, msg, display_id, cell_index)
@@ -295,7 +349,8 @@ class GuardTests(NbGraderPreprocessor):
 
     The snapshot cell imports what the test cells import, so those modules are watched. Each test
     cell starts and ends with a grader-written check request; the one at the end carries a nonce
-    that the passing check prints, which results.py requires of every test cell that raised nothing.
+    that the passing check's marker names (sent on the marker channel, signed: markers.py), which
+    results.py requires of every test cell that raised nothing.
     """
 
     def preprocess(self, nb, resources):

@@ -1,14 +1,17 @@
 """The class-level outputs: grades.csv, results.csv, tampered.csv and the table and summary printed at
 the end of a run.
+
+Every CSV cell is written inert (csv_cells.py: a spreadsheet shows a student's "=HYPERLINK(...)" as
+text), and read_results, the one reader of results.csv, reads back the original text.
 """
 
 from __future__ import annotations
 
-import csv
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder.grading.csv_cells import read_rows, write_rows
 from autograder.grading.results import CellResult, cell_scores
 from dlkit.devices import KNOWN_KINDS
 
@@ -39,12 +42,9 @@ class Timing:
 
 def write_timings(out: Path, timings: list[Timing]) -> None:
     """OUT/timings.csv: a TA finds the slow submissions; `make bench` reads the overhead from it."""
-    with open(out / "timings.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["student_id", "assignment", "seconds", "executing_seconds", "overhead_seconds"])
-        for t in sorted(timings, key=lambda t: (t.student_id, t.assignment)):
-            writer.writerow([t.student_id, t.assignment, f"{t.seconds:.3f}", f"{t.executing_seconds:.3f}",
-                             f"{t.overhead_seconds:.3f}"])
+    write_rows(out / "timings.csv", ["student_id", "assignment", "seconds", "executing_seconds", "overhead_seconds"],
+               ([t.student_id, t.assignment, f"{t.seconds:.3f}", f"{t.executing_seconds:.3f}",
+                 f"{t.overhead_seconds:.3f}"] for t in sorted(timings, key=lambda t: (t.student_id, t.assignment))))
 
 
 def totals(rows: list[CellResult]) -> dict[tuple[str, str], tuple[float, float]]:
@@ -88,25 +88,20 @@ def in_csv_order(rows: list[CellResult]) -> list[CellResult]:
 def write_csvs(out: Path, rows: list[CellResult]) -> None:
     """Write OUT/results.csv (one row per test cell and device) and OUT/grades.csv (one per submission)."""
     out.mkdir(parents=True, exist_ok=True)
-    ordered = in_csv_order(rows)
-    with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=CellResult.columns())
-        writer.writeheader()
-        writer.writerows(r.as_row() for r in ordered)
-    with open(out / "grades.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(GRADE_COLUMNS)
-        covered = coverage(rows)
-        for (student, assignment), (score, top) in totals(rows).items():
-            writer.writerow([student, assignment, f"{score:g}", f"{top:g}", *covered[(student, assignment)]])
+    columns = CellResult.columns()
+    write_rows(out / "results.csv", columns, ([r.as_row()[c] for c in columns] for r in in_csv_order(rows)))
+    covered = coverage(rows)
+    write_rows(out / "grades.csv", GRADE_COLUMNS,
+               ([student, assignment, f"{score:g}", f"{top:g}", *covered[(student, assignment)]]
+                for (student, assignment), (score, top) in totals(rows).items()))
 
 
 def read_results(out: Path) -> list[CellResult]:
-    """The rows of OUT/results.csv, as write_csvs wrote them."""
-    with open(out / "results.csv", newline="", encoding="utf-8") as f:
-        return [CellResult(r["student_id"], r["assignment"], r["grade_id"], float(r["score"]),
-                           float(r["max_score"]), r["status"], r["message"], r.get("device") or "")
-                for r in csv.DictReader(f)]
+    """The rows of OUT/results.csv as write_csvs meant them (its cells' original text), written by any version
+    of the grader (those before messages were capped included)."""
+    return [CellResult(r["student_id"], r["assignment"], r["grade_id"], float(r["score"]),
+                       float(r["max_score"]), r["status"], r["message"], r.get("device") or "")
+            for r in read_rows(out / "results.csv")]
 
 
 def tampered_rows(rows: list[CellResult]) -> list[CellResult]:
@@ -125,10 +120,8 @@ def write_tampered(out: Path, rows: list[CellResult]) -> Path | None:
     path.unlink(missing_ok=True)  # a resumed run must not keep a stale list
     if not voided:
         return None
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["student_id", "assignment", "grade_id", "message"])
-        writer.writerows([r.student_id, r.assignment, r.grade_id, r.message] for r in voided)
+    write_rows(path, ["student_id", "assignment", "grade_id", "message"],
+               ([r.student_id, r.assignment, r.grade_id, r.message] for r in voided))
     return path
 
 

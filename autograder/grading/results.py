@@ -4,20 +4,19 @@ Scores come from the gradebook nbgrader wrote; the status and message come from 
 output of the test cell in the autograded notebook. Only the exception's name and message are
 kept, never the traceback, which would quote hidden test source.
 
-A test cell that checks through `dlkit.check_on_devices` printed one marker line per device
-kind; such a cell gets one row per device (column `device`), a cell without markers one row with
-device "". The score stays the cell's: nbgrader grades a test cell all-or-nothing, so each of its
-device rows repeats the cell's score and max_score, and totals count every cell once
-(`cell_scores`). Markers are printed in the kernel, where student code could print fake ones,
-so they are trusted only as far as nbgrader's verdict allows: the last marker per device wins
-(the helper prints after the student's code returned), only device kinds the grader asked for
-count, and a cell that nbgrader did not score full never shows a device as passed unless
-another device's failure explains the lost points.
+A test cell that checks through `dlkit.check_on_devices` sent one marker per device kind on the
+marker channel, which GuardedExecute recorded in the cell's metadata (markers.py); such a cell gets
+one row per device (column `device`), a cell without markers one row with device "". The score
+stays the cell's: nbgrader grades a test cell all-or-nothing, so each of its device rows repeats the
+cell's score and max_score, and totals count every cell once (`cell_scores`). Device markers are
+sent from the kernel, where student code could send fake ones, so they are trusted only as far as
+nbgrader's verdict allows: the last marker per device wins (the helper sends after the student's
+code returned), only device kinds the grader asked for count, and a cell that nbgrader did not score
+full never shows a device as passed unless another device's failure explains the lost points.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields, replace
@@ -29,18 +28,15 @@ from nbgrader.utils import is_grade, is_solution
 
 from autograder.course import grade_id_of
 from autograder.grading.autograde import Workspace
+from autograder.grading.markers import after_request, checked_nonce, device_markers
+from autograder.grading.messages import MESSAGE_CHARS, message
 from autograder.grading.preprocessors import KERNEL_DIED, NOT_RUN, NOTEBOOK_TIMEOUT
-from dlkit.devices import KNOWN_KINDS
-from dlkit.integrity import MARKER as INTEGRITY_MARKER
-from dlkit.integrity import REQUEST
-from dlkit.ondevice import MARKER
 from dlkit.seeding import SEED_MARKER
 
 STATUSES = ("passed", "failed", "error", "timeout", "skipped", "tampered")
 #: The exception dlkit.integrity raises in a test cell that ran while the submission had tampered with what tests use.
 TAMPERED = "TamperingDetected"
 TIMEOUT_ERRORS = {"CellTimeoutError", "TimeoutError"}
-_AFTER_REQUEST = re.compile(rf"\('{REQUEST}', 'after', '([^']*)', \([^)]*\), '([0-9a-f]+)'\)")
 
 
 @dataclass(frozen=True)
@@ -55,6 +51,11 @@ class CellResult:
     status: str
     message: str
     device: str = ""  # last, so that rows stored by earlier versions (resume.py) still load
+
+    def __post_init__(self) -> None:
+        """Every row's message is capped and printable (messages.py), whichever way it came: kernel, intake,
+        resume or a results.csv written before messages were capped."""
+        object.__setattr__(self, "message", message(self.message))
 
     @classmethod
     def columns(cls) -> list[str]:
@@ -91,54 +92,30 @@ def _error_outputs(nb: nbformat.NotebookNode) -> dict[str, dict]:
 
 
 def _unchecked_cells(nb: nbformat.NotebookNode) -> set[str]:
-    """Test cells that raised nothing yet never printed their integrity marker (dlkit/integrity.py).
+    """Test cells that raised nothing yet have no integrity marker the grader accepted (markers.py).
 
-    The grader ends each test cell with a check that prints "<MARKER> <grade_id> <nonce>", the
-    nonce being only in that cell's source. A cell that raised nothing without printing it did not
-    run the grader's lines: the submission replaced how cells run or rewrote them.
+    The grader ends each test cell with a check whose passing sends a marker for the cell's grade_id
+    and the nonce only its source holds, signed with the checker's key. A cell that raised nothing
+    without one did not run the grader's lines: the submission replaced how cells run or rewrote them.
     """
     unchecked = set()
     for cell in nb.cells:
         grade_id = grade_id_of(cell)
-        request = _AFTER_REQUEST.search(cell.source) if grade_id and cell.cell_type == "code" else None
+        request = after_request(cell.source) if grade_id and cell.cell_type == "code" else None
         if request is None or any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
             continue
-        text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
-        if f"{INTEGRITY_MARKER} {request.group(1)} {request.group(2)}" not in text:
+        if checked_nonce(cell) != request[1]:
             unchecked.add(grade_id)
     return unchecked
 
 
-def parse_markers(text: str, allowed: set[str] | None = None) -> dict[str, dict]:
-    """{device kind: marker} from a cell's stdout: the last well-formed marker per kind, in first-seen order.
-
-    Kinds outside `allowed` (None: any kind the kit knows) are ignored, so printed fakes cannot add devices.
-    """
-    kinds = set(KNOWN_KINDS) if allowed is None else set(allowed) & set(KNOWN_KINDS)
-    markers: dict[str, dict] = {}
-    for line in text.splitlines():
-        if not line.startswith(MARKER):
-            continue
-        try:
-            record = json.loads(line[len(MARKER):])
-        except ValueError:
-            continue
-        if (isinstance(record, dict) and record.get("device") in kinds
-                and record.get("status") in ("passed", "failed", "skipped")):
-            markers[record["device"]] = {"status": record["status"], "message": str(record.get("message", ""))}
-    return markers
-
-
 def _device_markers(nb: nbformat.NotebookNode, allowed: set[str]) -> dict[str, dict[str, dict]]:
-    """The device markers each graded cell printed to stdout, by grade_id (only the cell's own outputs),
-    for the kinds the run grades on (`allowed`)."""
+    """The device markers the grader accepted in each graded cell, by grade_id, for the kinds the run grades on."""
     found = {}
     for cell in nb.cells:
         grade_id = grade_id_of(cell)
-        text = "".join(o.get("text", "") for o in cell.get("outputs", [])
-                       if o.get("output_type") == "stream" and o.get("name") == "stdout")
-        if grade_id and MARKER in text:
-            found[grade_id] = parse_markers(text, allowed)
+        if grade_id and (markers := device_markers(cell, allowed)):
+            found[grade_id] = markers
     return found
 
 
@@ -156,10 +133,11 @@ def _seeds(nb: nbformat.NotebookNode) -> dict[str, int]:
 
 
 def with_seed(row: CellResult, seeds: dict[str, int]) -> CellResult:
-    """A failed row's message, followed by how to draw the same inputs again."""
+    """A failed row's message, followed by how to draw the same inputs again (kept however long the message)."""
     if row.status in ("passed", "skipped") or row.grade_id not in seeds:
         return row
-    return replace(row, message=f"{row.message} [inputs: dlkit.seed_everything({seeds[row.grade_id]})]")
+    suffix = f" [inputs: dlkit.seed_everything({seeds[row.grade_id]})]"
+    return replace(row, message=message(row.message, MESSAGE_CHARS - len(suffix)) + suffix)
 
 
 def device_rows(cell: CellResult, markers: dict[str, dict]) -> list[CellResult]:

@@ -29,6 +29,7 @@ from typing import Protocol, TypeVar
 
 from autograder.course import assignments
 from autograder.execution import warm
+from autograder.grading.csv_cells import read_rows
 from autograder.paths import TYPICAL_SECONDS
 
 
@@ -56,14 +57,14 @@ def measured_seconds(out: Path) -> dict[str, float]:
     """{assignment: median seconds of its submissions' cells} from the last run's OUT/timings.csv."""
     by_assignment: dict[str, list[float]] = {}
     try:
-        with open(out / "timings.csv", newline="", encoding="utf-8") as f:
-            for row in csv.DictReader(f):
-                try:
-                    by_assignment.setdefault(row["assignment"], []).append(float(row["executing_seconds"]))
-                except (KeyError, TypeError, ValueError):
-                    continue
+        rows = read_rows(out / "timings.csv")
     except (OSError, csv.Error):
         return {}
+    for row in rows:
+        try:
+            by_assignment.setdefault(row["assignment"], []).append(float(row["executing_seconds"]))
+        except (KeyError, TypeError, ValueError):
+            continue
     return {name: statistics.median(seconds) for name, seconds in by_assignment.items()}
 
 

@@ -32,7 +32,6 @@ Both tables are printed and written to OUT/accuracy.md; exit status 1 on any dis
 from __future__ import annotations
 
 import argparse
-import csv
 import shutil
 import subprocess
 import sys
@@ -45,6 +44,7 @@ from nbgrader.utils import is_grade, is_solution
 
 from autograder.authoring.samples import fill_release, solution_sources
 from autograder.course import assignments, grade_id_of
+from autograder.grading.csv_cells import read_rows
 from autograder.grading.report import read_results
 from autograder.paths import CORPUS, REPO
 from autograder.verify.sample_class import copy_samples, judge_samples, sample_table
@@ -135,11 +135,10 @@ def build_class(entries: list[Entry], class_dir: Path) -> dict[tuple[str, str], 
 def failing_tests(results: Path) -> dict[tuple[str, str], set[str]]:
     """{(student, assignment): tests with a device row that neither passed nor was skipped}."""
     failing: dict[tuple[str, str], set[str]] = {}
-    with open(results, newline="", encoding="utf-8") as f:
-        for r in csv.DictReader(f):
-            tests = failing.setdefault((r["student_id"], r["assignment"]), set())
-            if r["status"] not in ("passed", "skipped"):
-                tests.add(r["grade_id"])
+    for r in read_rows(results):
+        tests = failing.setdefault((r["student_id"], r["assignment"]), set())
+        if r["status"] not in ("passed", "skipped"):
+            tests.add(r["grade_id"])
     return failing
 
 

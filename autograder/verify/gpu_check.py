@@ -14,7 +14,6 @@ Exit status 0 only if everything held; 2 where there is no CUDA GPU to check.
 
 from __future__ import annotations
 
-import csv
 import importlib.util
 import os
 import re
@@ -31,6 +30,7 @@ from nbclient.exceptions import CellExecutionError
 
 from autograder.authoring.samples import SUBMISSIONS, expected_failures_on
 from autograder.course import assignments
+from autograder.grading.csv_cells import read_rows
 from autograder.paths import REPO
 
 #: Notebook 01 on a GPU the kit knows: its bf16 matmul must reach this share of the spec peak.
@@ -92,7 +92,7 @@ def grade_samples(names: list[str], out: Path) -> tuple[int, list[dict], list[di
 
     def read(name: str) -> list[dict]:
         path = grades / name
-        return list(csv.DictReader(path.open(encoding="utf-8"))) if path.exists() else []
+        return read_rows(path) if path.exists() else []
 
     return proc.returncode, read("results.csv"), read("grades.csv")
 

@@ -193,9 +193,10 @@ test_devices.__test__ = False  # a library function named like a test: pytest mu
 
 def has_float64(kind: str) -> bool:
     """Whether tests should compute in float64 on a device kind: not on MPS (it has none), nor on a TPU
-    ("xla": no float64 units; XLA emulates it far slower, where the TPU's compiler accepts it at all),
-    nor on the simulated "fakegpu". The CPU-backed xla has float64, but it stands in for a TPU."""
-    return kind not in ("mps", "xla", "fakegpu")
+    ("xla": no float64 units; XLA emulates it far slower, where the TPU's compiler accepts it at all).
+    The CPU-backed xla has float64, but it stands in for a TPU. The simulated "fakegpu" stands in for
+    CUDA, which has float64."""
+    return kind not in ("mps", "xla")
 
 
 def default_device() -> str:

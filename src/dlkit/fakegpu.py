@@ -2,14 +2,19 @@
 
 Graders and CI rarely have a GPU, yet the bugs students make with devices only show on one: a
 tensor created without `device=` meets a CUDA tensor and raises "Expected all tensors to be on
-the same device", `.numpy()` refuses a CUDA tensor, and float64 does not exist on MPS or a TPU.
-Inside `active()` torch behaves as if a GPU were attached whose tensors report the device
-`meta`: they hold real data on the CPU (so values can be checked), but
+the same device", and `.numpy()` refuses a CUDA tensor. Inside `active()` torch behaves as if a CUDA
+GPU were attached whose tensors report the device `meta`: they hold real data on the CPU (so values
+can be checked), but
 
 - an operation mixing them with a CPU tensor of one or more dimensions raises like CUDA
   (0-dim CPU tensors and CPU index tensors are allowed, as on CUDA);
-- `.numpy()` and `np.asarray` refuse them like CUDA tensors;
-- float64 tensors cannot be made on them, like on MPS and TPU.
+- `.numpy()` and `np.asarray` refuse them like CUDA tensors; `.numpy(force=True)` copies to the host
+  as it does on CUDA.
+
+It accepts everything a CUDA device accepts from correct code, and nothing more is refused: float64
+works, as on CUDA and Colab's GPUs. A rule beyond CUDA's (no float64, as on TPUs and Apple GPUs) is
+checked by the hidden tests themselves where the exercise's text states it (dlkit.assert_no_float64),
+on every machine alike, so a grade never depends on the grader's hardware.
 
 Why not PrivateUse1, torch's own hook for out-of-tree devices: without a C++ device guard an
 autograd graph on such a device aborts the process. `meta` has a guard in every torch build, and
@@ -53,7 +58,9 @@ class FakeGpuTensor(torch.Tensor):
         tensor.elem = elem
         return tensor
 
-    def numpy(self, *args, **kwargs):
+    def numpy(self, *, force: bool = False):
+        if force:  # as on CUDA: detach, copy to host memory, then NumPy (a copy, never a view of the device's data)
+            return self.elem.detach().clone().resolve_conj().resolve_neg().numpy()
         raise TypeError("can't convert meta device type tensor to numpy. Use Tensor.cpu() to copy the tensor "
                         "to host memory first.")
 
@@ -104,9 +111,6 @@ def _wrap(value):
     """A freshly computed CPU result as a tensor on the simulated accelerator."""
     if not isinstance(value, torch.Tensor) or isinstance(value, FakeGpuTensor):
         return value
-    if value.dtype in (torch.float64, torch.complex128):
-        raise TypeError(f"Cannot make a {value.dtype} tensor on the simulated accelerator: like MPS and TPU "
-                        "it has no float64; keep float32 (or the inputs' dtype) on the device")
     return FakeGpuTensor(value)
 
 

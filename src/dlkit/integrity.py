@@ -25,17 +25,22 @@ a library's state, not its functions; importing a module or a submodule only add
 The checker is hard to reach from student code: it is a closure registered with
 `sys.addaudithook`, which Python offers no way to remove, and the grader's lines trigger it by
 assigning a function's `__code__` (an audited operation) with syntax alone, so no name the student
-could rebind and no module attribute is on the path. Each passing after-check prints a marker
-holding a nonce that only that cell's source contains; a test cell whose output lacks it although
-it raised nothing did not run the grader's lines (a replaced run_cell, a transformer that dropped
-them) and the grader voids it (autograder/grading/results.py).
+could rebind and no module attribute is on the path. Each passing after-check sends a marker on the
+marker channel (channel.py: beside the cell's output, which student output cannot crowd out); a test
+cell that raised nothing without a valid marker did not run the grader's lines (a replaced run_cell,
+a transformer that dropped them) and the grader voids it (autograder/grading/results.py). A marker is
+valid only with the HMAC of its test's name and nonce (the nonce is in that cell's source) under a
+key the checker draws when installed and announces once, in the grader's own first cell, before any
+student code ran; the key then lives only in the checker's closure. Student code that reads the
+nonce from the cell's source, or a marker off the wire, still cannot make the marker of a test
+whose checks it skipped.
 
 What an in-process check cannot stop: writes to memory through ctypes; a module attribute
 replaced and put back within one test cell by writing the module's __dict__; code that reaches
-the checker's closure through gc or frames and edits its records; a thread that runs only C code
-or code compiled under a library's file name; a fake run_cell that reads the cell it is given and
-prints the marker itself. That is why the grader also runs each submission in its own process
-under OS limits and in a sandbox, and keeps each executed notebook for a TA to read.
+the checker's closure through gc or frames and edits its records (or reads its key); a thread
+that runs only C code or code compiled under a library's file name. That is why the grader also
+runs each submission in its own process under OS limits and in a sandbox, and keeps each executed
+notebook for a TA to read.
 """
 
 from __future__ import annotations
@@ -44,11 +49,12 @@ import importlib
 import sys
 from typing import Iterable
 
+from . import channel
 from .devices import preload_xla
 
 #: The first item of the constant the grader's check lines carry; what the audit hook answers to.
 REQUEST = "dlkit-integrity"
-#: Printed by a passing after-check: "<MARKER> <grade_id> <nonce>".
+#: The text line of a passing after-check's marker: "<MARKER> <grade_id> <nonce>".
 MARKER = "dlkit-integrity checked"
 
 #: Modules always watched: what test code compares, checks, draws random inputs or raises with
@@ -105,13 +111,17 @@ def snapshot(modules: Iterable[str] = ()) -> None:
 
 
 def _make_checker(extra_modules: tuple[str, ...]):
-    """The audit hook that answers the grader's check requests; everything it uses is bound here."""
+    """The audit hook that answers the grader's check requests; everything it uses is bound here.
+
+    Installing it opens the marker channel: its key is drawn and announced here.
+    """
     import _thread
     import builtins
     import os
     import sysconfig
     import threading
     import types
+    from _hashlib import hmac_digest
 
     # Built-ins and helpers, bound now: the student can rebind the module-level names later.
     _type, _id, _len, _str, _tuple, _vars, _hasattr = type, id, len, str, tuple, vars, hasattr
@@ -124,7 +134,7 @@ def _make_checker(extra_modules: tuple[str, ...]):
     _thread_trace = _getattr(threading, "gettrace", lambda: None)
     _thread_profile = _getattr(threading, "getprofile", lambda: None)
     _active, _count, _get_ident = threading._active, _thread._count, _thread.get_ident
-    _stdout_write = sys.stdout.write
+    _send, _key, _mac = channel.sender(), os.urandom(32), hmac_digest
     _builtins = builtins
     _missing = object()
     _detected = TamperingDetected
@@ -322,7 +332,9 @@ def _make_checker(extra_modules: tuple[str, ...]):
             where = "before this test ran" if when == "before" else "while this test ran"
             raise _detected(f"{shown} ({where})")
         if when == "after":
-            _stdout_write(f"{MARKER} {grade_id} {nonce}\n")
+            mac = _mac(_key, f"{grade_id} {nonce}".encode(), "sha256").hex()
+            _send({"marker": "integrity", "grade_id": grade_id, "nonce": nonce, "mac": mac},
+                  f"{MARKER} {grade_id} {nonce}")
 
     def hook(event, args):
         if event != "object.__setattr__" or _len(args) != 3 or _type(args[1]) is not _str:
@@ -339,6 +351,7 @@ def _make_checker(extra_modules: tuple[str, ...]):
                     _, when, grade_id, used, nonce = const
                     check(when, grade_id, used, nonce)
 
+    _send({"marker": "channel", "key": _key.hex()}, "dlkit-integrity: the grader's checks are installed")
     return hook
 
 

@@ -2,15 +2,15 @@
 
 A hidden test hands its checks to `check_on_devices(check)`, which calls `check(kind)` once per
 device kind (the CPU always; CUDA, MPS, a TPU when present; see DLKIT_DEVICES). For each kind
-it prints one marker line to stdout,
+it sends one marker on the marker channel (channel.py), shown as the line
 
     [dlkit-device] {"device": "cuda", "status": "failed", "message": "on cuda: ..."}
 
-that the grader turns into one results row per device, so a TA sees *where* a submission
-breaks and a device the grader lacks is reported as "skipped", never as passed. The cell still
-fails as a whole (nbgrader scores test cells all-or-nothing): a failure on the CPU re-raises the
-CPU's own exception, exactly as a plain loop would; a failure only on accelerators raises an
-AssertionError that names each failing device.
+(printed, outside a Jupyter kernel), that the grader turns into one results row per device, so a
+TA sees *where* a submission breaks and a device the grader lacks is reported as "skipped", never
+as passed. The cell still fails as a whole (nbgrader scores test cells all-or-nothing): a failure
+on the CPU re-raises the CPU's own exception, exactly as a plain loop would; a failure only on
+accelerators raises an AssertionError that names each failing device.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ import functools
 import json
 from typing import Callable, ContextManager
 
+from . import channel
 from .devices import explicit_devices, start_xla, tf_kinds_present, torch_devices, xla_backend, xla_blocked
 
-#: Prefix of the marker lines; the grader reads only lines that start with it.
+#: Prefix of the marker's text line.
 MARKER = "[dlkit-device] "
 #: Longest message a marker carries: enough to locate the error, short enough for a CSV cell.
 MAX_MESSAGE = 2000
@@ -114,9 +115,9 @@ def _absence(kind: str, framework: str) -> str:
 
 
 def _emit(kind: str, status: str, message: str = "") -> None:
-    """Print one marker line; flushed at once so that a later crash or timeout cannot lose it."""
+    """Send one device marker, at once, so that a later crash or timeout cannot lose it."""
     record = {"device": kind, "status": status, "message": message[:MAX_MESSAGE]}
-    print(MARKER + json.dumps(record), flush=True)
+    channel.send({"marker": "device", **record}, MARKER + json.dumps(record))
 
 
 def _describe(kind: str, err: Exception) -> str:
@@ -129,7 +130,7 @@ def _describe(kind: str, err: Exception) -> str:
 
 def check_on_devices(check: Callable[[str], None], kinds: list[str] | None = None,
                      framework: str = "torch") -> dict[str, str]:
-    """Call `check(kind)` on each device kind; print a marker per kind; raise if any failed.
+    """Call `check(kind)` on each device kind; send a marker per kind; raise if any failed.
 
     `kinds` defaults to DLKIT_DEVICES ("auto": every device present). `framework` is "torch" or
     "tf" (TF checks run under `tf.device` or, on a TPU, `TPUStrategy.scope()`). Returns

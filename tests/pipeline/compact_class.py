@@ -7,9 +7,11 @@ Grading is the slow part (real kernels), so one run serves many tests. It holds:
   exactly the points of its mistake (tests/pipeline/test_pipeline.py). Every sample against its
   expectations, the whole sample class, is `make accuracy`'s job;
 - the 01_tensors samples the pipeline tests inspect (`SAMPLES_01`, with the test that reads each);
-- broken submissions (`BROKEN`), the other editors' variants of the reference
-  (test_other_editors.py), notebooks that lost their metadata or are links (test_recover_metadata.py)
-  and copies graded under other names (`COPIES`), each under a student name of its own.
+- broken submissions (`BROKEN`: notebooks intake refuses, among them ones that once stopped the whole
+  run), folders whose names a spreadsheet or matplotlib would take for code (`NAMES`), the other
+  editors' variants of the reference (test_other_editors.py), notebooks that lost their metadata or
+  are links (test_recover_metadata.py) and copies graded under other names (`COPIES`), each under a
+  student name of its own.
 
 Tests that need their own flags or an interruption (cold kernels, Dask, a PostgreSQL gradebook,
 resume, budgets, a broken kernel, devices, short cell timeouts) grade their own, smaller classes.
@@ -64,19 +66,39 @@ SAMPLES_01 = {
     "hostile_degenerate_rng": "test_tampering_pipeline",
     "hostile_kills_everyone": "test_isolation: kills only its own processes while the class is graded beside it",
     "hostile_fork_bomb": "test_isolation: stopped by the process cap",
+    "hostile_fakes_machine_failure": "per-sample check: text imitating a machine failure stops nothing",
     "buggy_numpy_grad": "test_warm: warm and cold kernels grade alike",
+    "loud_but_correct": "test_hostile_text: prints megabytes inside tests and keeps full marks",
+    "hostile_formula_messages": "test_hostile_text: formula messages are inert in every CSV",
+    "hostile_huge_message": "test_hostile_text: an 8.5 MB message is capped everywhere",
 }
 
 #: Samples graded under another student name: (sample, assignment, student). Seeds depend on the name.
 COPIES = [("buggy_kernel_flip", "01_tensors", "seeded_ann"), ("buggy_kernel_flip", "01_tensors", "seeded_bob")]
 
-#: Broken submissions: (student, assignment folder, file name, content).
+def _reference_with(value: str) -> str:
+    """The reference notebook of 01 as text, with `"x": value` first in it."""
+    text = (SUBMISSIONS / "reference" / "01_tensors" / "01_tensors.ipynb").read_text(encoding="utf-8")
+    return f'{{"x": {value}, {text.lstrip()[1:]}'
+
+
+#: Broken submissions: (student, assignment folder, file name, content: text or bytes).
 BROKEN = [
     ("broken_json", "01_tensors", "01_tensors.ipynb", '{"cells": [ {"cell_type": "code", '),
     ("broken_not_notebook", "01_tensors", "01_tensors.ipynb", '{"hello": "world"}'),
     ("broken_unknown_assignment", "99_nonexistent", "99_nonexistent.ipynb", "{}"),
     ("broken_empty_folder", "01_tensors", None, None),
+    # each of these once stopped the whole run, or a later step, before intake refused it
+    ("broken_deep_nesting", "01_tensors", "01_tensors.ipynb", _reference_with("[" * 100_000 + "]" * 100_000)),
+    ("broken_nan", "01_tensors", "01_tensors.ipynb", _reference_with("NaN")),
+    ("broken_key_twice", "01_tensors", "01_tensors.ipynb", _reference_with('1, "x": 2')),
+    ("broken_surrogate", "01_tensors", "01_tensors.ipynb", _reference_with('"\\udc80"')),
+    ("broken_utf16", "01_tensors", "01_tensors.ipynb", _reference_with("1").encode("utf-16")),
 ]
+
+#: Folders named as a spreadsheet formula or as matplotlib maths, each with a copy of the reference:
+#: (student folder, assignment folder). Each gets error rows (no usable student id, no such assignment).
+NAMES = [("@SUM(1+1)", "01_tensors"), ("=1+1", "01_tensors"), ("names_dollar", "01_tensors$$")]
 
 
 def samples() -> list[tuple[str, str]]:
@@ -213,7 +235,9 @@ def build(class_dir: Path) -> Path:
         target = class_dir / student / folder
         target.mkdir(parents=True)
         if name:
-            (target / name).write_text(content)
+            (target / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+    for student, folder in NAMES:
+        shutil.copytree(SUBMISSIONS / "reference" / "01_tensors", class_dir / student / folder)
     if "01_tensors" in SELECTED:
         for sample, assignment, student in COPIES:
             shutil.copytree(SUBMISSIONS / sample / assignment, class_dir / student / assignment)

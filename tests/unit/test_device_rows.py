@@ -1,16 +1,25 @@
-"""results.csv rows per device from the markers a test cell printed, and what a fake marker cannot do."""
+"""results.csv rows per device from the markers a test cell sent, and what a fake marker cannot do."""
 
 from __future__ import annotations
 
-import json
+from nbformat.v4 import new_code_cell
 
+from autograder.grading.markers import MarkerInbox, device_markers
 from autograder.grading.report import coverage, totals
-from autograder.grading.results import CellResult, device_rows, parse_markers, without_stack_frames
-from dlkit.ondevice import MARKER
+from autograder.grading.results import CellResult, device_rows, without_stack_frames
+from dlkit.devices import KNOWN_KINDS
 
 
 def marker(device, status, message=""):
-    return MARKER + json.dumps({"device": device, "status": status, "message": message})
+    return {"marker": "device", "device": device, "status": status, "message": message}
+
+
+def received(*records, allowed=frozenset(KNOWN_KINDS)) -> dict[str, dict]:
+    """The device markers of a cell that sent `records` on the marker channel, as results.py reads them."""
+    cell, inbox = new_code_cell(""), MarkerInbox()
+    for record in records:
+        inbox.take(cell, record, graders_cell=False)
+    return device_markers(cell, set(allowed))
 
 
 def cell(status="passed", score=2.0, message=""):
@@ -18,11 +27,10 @@ def cell(status="passed", score=2.0, message=""):
 
 
 def test_one_row_per_device_the_last_marker_winning():
-    text = "\n".join([marker("cpu", "failed", "fake"), "noise", marker("cpu", "passed"),
-                      marker("fakegpu", "failed", "on fakegpu: RuntimeError: same device"),
-                      marker("cuda", "skipped", "not run: this runtime has no cuda")])
-    rows = device_rows(cell("failed", 0.0, "on fakegpu: RuntimeError: same device (passed on cpu)"),
-                       parse_markers(text))
+    markers = received(marker("cpu", "failed", "fake"), {"marker": "noise"}, marker("cpu", "passed"),
+                       marker("fakegpu", "failed", "on fakegpu: RuntimeError: same device"),
+                       marker("cuda", "skipped", "not run: this runtime has no cuda"))
+    rows = device_rows(cell("failed", 0.0, "on fakegpu: RuntimeError: same device (passed on cpu)"), markers)
     assert [(r.device, r.status) for r in rows] == [("cpu", "passed"), ("fakegpu", "failed"), ("cuda", "skipped")]
     assert rows[1].message.startswith("on fakegpu:") and all(r.score == 0.0 for r in rows)
 
@@ -32,20 +40,20 @@ def test_a_cell_without_markers_keeps_its_single_row():
 
 
 def test_printed_fakes_cannot_make_a_failed_cell_look_passed():
-    fakes = parse_markers("\n".join([marker("cpu", "passed"), marker("cuda", "passed")]))
+    fakes = received(marker("cpu", "passed"), marker("cuda", "passed"))
     rows = device_rows(cell("failed", 0.0, "off by one"), fakes)
     assert {r.status for r in rows} == {"failed"} and rows[0].message == "on cpu: off by one"
 
 
 def test_markers_for_kinds_not_asked_for_or_malformed_are_ignored():
-    text = "\n".join([marker("cuda", "passed"), marker("tpu9", "passed"), MARKER + "{not json",
-                      MARKER + json.dumps({"device": "cpu", "status": "great"}), marker("cpu", "passed")])
-    assert list(parse_markers(text, allowed={"cpu"})) == ["cpu"]
+    markers = received(marker("cuda", "passed"), marker("tpu9", "passed"), {"marker": "device", "device": ["cpu"]},
+                       marker("cpu", "great"), marker("cpu", "passed"), allowed={"cpu"})
+    assert markers == {"cpu": {"status": "passed", "message": ""}}
 
 
 def test_totals_count_each_cell_once_and_coverage_names_devices():
-    rows = device_rows(cell(), parse_markers("\n".join([marker("cpu", "passed"), marker("fakegpu", "passed"),
-                                                        marker("cuda", "skipped")])))
+    markers = received(marker("cpu", "passed"), marker("fakegpu", "passed"), marker("cuda", "skipped"))
+    rows = device_rows(cell(), markers)
     rows.append(CellResult("ann", "01_tensors", "test_y", 1.0, 1.0, "passed", ""))
     assert totals(rows) == {("ann", "01_tensors"): (3.0, 3.0)}
     assert coverage(rows) == {("ann", "01_tensors"): ("cpu+fakegpu", "cuda")}

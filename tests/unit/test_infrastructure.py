@@ -12,22 +12,21 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grading.autograde import infrastructure_failure
+from autograder.grading.preprocessors import KernelStartFailure, take_machine_failures
 from autograder.options import GradingOptions
 from autograder.paths import REPO
 
 
-def test_the_kernel_start_failure_is_read_from_nbgrader_log():
-    log = ("[AutogradeApp | ERROR] There was an error processing assignment: /w/submitted/a/01_tensors\n"
-           "Traceback (most recent call last):\n  ...\n"
-           "RuntimeError: Kernel died before replying to kernel_info\n\n"
-           "The above exception was the direct cause of the following exception:\n\n"
-           "autograder.grading.preprocessors.KernelStartFailure: the kernel did not start: RuntimeError: "
-           "Kernel died before replying to kernel_info\n")
-    assert infrastructure_failure(log) == ("the kernel did not start: RuntimeError: "
-                                           "Kernel died before replying to kernel_info")
-    assert infrastructure_failure("[ERROR] AssertionError: the student's test failed") is None
-    assert infrastructure_failure("") is None
+def test_a_machine_failure_is_the_graders_own_record_never_text_in_a_log():
+    """A student can print anything, into outputs, logs and kernel messages; the pipeline learns of a machine
+    failure only from KernelStartFailure objects the grader's own code created (hostile_fakes_machine_failure
+    prints the old log marker in every form it can and is graded as usual)."""
+    take_machine_failures()
+    assert take_machine_failures() == []
+    KernelStartFailure("the kernel did not start: RuntimeError: Kernel died before replying to kernel_info")
+    assert take_machine_failures() == ["the kernel did not start: RuntimeError: Kernel died before replying to "
+                                       "kernel_info"]
+    assert take_machine_failures() == [], "taken once"
 
 
 def _environment_of(pid: int) -> dict[str, str]:

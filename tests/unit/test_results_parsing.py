@@ -7,10 +7,9 @@ test whose integrity check did not run.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
+from autograder.grading.markers import METADATA_KEY
 from autograder.grading.results import (
     CellResult,
     cell_scores,
@@ -21,7 +20,6 @@ from autograder.grading.results import (
     without_stack_frames,
 )
 from dlkit import integrity
-from dlkit.ondevice import MARKER as DEVICE_MARKER
 from dlkit.seeding import SEED_MARKER
 
 from .notebooks import error, graded_cell, graded_workspace, notebook, stdout
@@ -84,15 +82,20 @@ def test_device_rows_of_one_cell_count_once():
     assert scores == {("ann", "a1", "test_x"): (0.0, 2.0), ("ann", "a1", "test_y"): (1.0, 1.0)}
 
 
-def guarded(grade_id: str, outputs: list, checked: bool = True, points: float = 1.0, nonce: str = "c0ffee"):
-    """A test cell as the grader ran it: between integrity requests, its after-check marker printed if `checked`."""
+def guarded(grade_id: str, outputs: list, checked: bool = True, points: float = 1.0, nonce: str = "c0ffee",
+            devices: dict | None = None):
+    """A test cell as the grader ran it: between integrity requests, with the markers GuardedExecute accepted
+    in its metadata (markers.py): its after-check's if `checked`, and `devices`."""
     source = "\n".join([integrity.request("before", grade_id), HIDDEN, integrity.request("after", grade_id, (), nonce)])
-    marker = [stdout(f"{integrity.MARKER} {grade_id} {nonce}\n")] if checked else []
-    return graded_cell(grade_id, source, points, outputs + marker)
+    cell = graded_cell(grade_id, source, points, outputs)
+    cell.metadata[METADATA_KEY] = {"integrity": nonce} if checked else {}
+    if devices:
+        cell.metadata[METADATA_KEY]["devices"] = devices
+    return cell
 
 
-def device(kind: str, status: str, message: str = "") -> str:
-    return DEVICE_MARKER + json.dumps({"device": kind, "status": status, "message": message}) + "\n"
+def device(status: str, message: str = "") -> dict:
+    return {"status": status, "message": message}
 
 
 @pytest.fixture(scope="module")
@@ -105,10 +108,10 @@ def rows(tmp_path_factory) -> dict[tuple[str, str], CellResult]:
         guarded("test_pass", []),
         guarded("test_fail", [stdout(f"{SEED_MARKER} 1234\n"), quoting_hidden_source], checked=False),
         guarded("test_timeout", [error("KeyboardInterrupt"), error("CellTimeoutError")], checked=False),
-        guarded("test_unchecked", [stdout("all good\n")], checked=False),
-        guarded("test_devices", [stdout(device("cpu", "passed") + device("fakegpu", "failed", "tensors on two devices")
-                                        + device("cuda", "passed"))],
-                checked=False, points=2.0),
+        guarded("test_unchecked", [stdout(f"all good\n{integrity.MARKER} test_unchecked c0ffee\n")], checked=False),
+        guarded("test_devices", [], checked=False, points=2.0,
+                devices={"cpu": device("passed"), "fakegpu": device("failed", "tensors on two devices"),
+                         "cuda": device("passed")}),
         guarded("test_partial", []),
     )
     autograded.cells[4].outputs.append(error("AssertionError", "on fakegpu: tensors on two devices"))
@@ -135,7 +138,7 @@ def test_a_timeout_wins_over_the_keyboard_interrupt_it_caused(rows):
     assert rows["test_timeout", ""].status == "timeout"
 
 
-def test_a_test_whose_integrity_check_did_not_run_is_voided(rows):
+def test_a_test_whose_integrity_check_did_not_run_is_voided_whatever_it_printed(rows):
     row = rows["test_unchecked", ""]
     assert (row.status, row.score) == ("tampered", 0.0)
     assert "integrity check did not run" in row.message

@@ -12,8 +12,10 @@ WORKERS     ?= $(shell nproc 2>/dev/null || echo 2)
 GRADE_FLAGS ?=
 DEVICES     ?= auto
 NOTEBOOK    ?= 07_deployment
+ROSTER      ?=
+ITEMS       ?=
 
-.PHONY: venv release publish grade demo slides test test-fast test-xla accuracy bench gpu-check colab-rehearsal clean
+.PHONY: venv release publish grade export demo slides test test-fast test-xla accuracy bench gpu-check colab-rehearsal clean
 
 venv: $(VENV)/.installed
 
@@ -42,6 +44,10 @@ publish: release
 ## Grade a class: make grade SUBMISSIONS=<dir>/<student>/<assignment>/*.ipynb OUT=<dir> [WORKERS=n] [DEVICES=auto|cpu,cuda|...]
 grade: release
 	$(PY) -m autograder.grade "$(SUBMISSIONS)" "$(OUT)" --workers $(WORKERS) --devices "$(DEVICES)" $(GRADE_FLAGS)
+
+## Grades into an LMS: make export OUT=<graded class> ROSTER=roster.csv [ITEMS=items.csv] -> OUT/lms/canvas.csv, moodle.csv, grades-by-student.csv
+export: venv
+	$(PY) -m autograder.grading.export "$(OUT)" $(if $(ROSTER),--roster "$(ROSTER)") $(if $(ITEMS),--items "$(ITEMS)")
 
 ## Release, then grade the bundled sample submissions plus the blank release, and print the table
 demo: release
@@ -76,7 +82,7 @@ test-xla: $(VENV_XLA)/.installed
 accuracy: release
 	$(PY) -m autograder.verify.accuracy build/accuracy
 
-## Stock sequential nbgrader vs the kit at 1, 8 and 24 submissions, side by side, plus the fixed costs; writes bench/results.md (~15 min)
+## Stock sequential nbgrader vs the kit at 1, 8 and 24 submissions, side by side, plus the fixed costs and the class report's similarity check for 1,000 x 40; writes bench/results.md (~16 min)
 bench: release
 	$(PY) -m bench.grading --workers $(WORKERS)
 

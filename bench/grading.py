@@ -13,7 +13,9 @@ must agree at every size (bench/stock_nbgrader.py says the one documented differ
 Written to bench/results.md: wall times and speed-ups per size; for the cohort, the ceiling
 (its cells' time spread over the workers) and how close the kit gets; per-submission medians and
 overhead beyond the notebook's own cells; and where the kit's fixed time goes (command start,
-release check, zygote start, class gradebook), each measured on its own, median of three.
+release check, zygote start, class gradebook), each measured on its own, median of three. Then the class
+report's similar-submissions section for 1,000 students x 40 exercises (bench/similarity.py, which also
+runs alone).
 
 Usage: python -m bench.grading [--workers N] [--repeats N] [--out bench/results.md]
 """
@@ -21,7 +23,6 @@ Usage: python -m bench.grading [--workers N] [--repeats N] [--out bench/results.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import platform
 import shutil
@@ -37,12 +38,14 @@ from autograder.authoring.release import build_release
 from autograder.authoring.samples import SUBMISSIONS, expected_failures
 from autograder.course import assignments
 from autograder.execution import warm
+from autograder.grading.csv_cells import read_rows
 from autograder.grading.gradebook import write_class_gradebook
 from autograder.grading.intake import Submission, discover
 from autograder.grading.report import read_results
 from autograder.grading.results import execution_seconds
 from autograder.paths import REPO
 
+from . import similarity
 from .stock_nbgrader import failed_off_the_cpu, grade_with_stock_nbgrader, scores, unexplained_differences
 
 
@@ -105,8 +108,7 @@ def side_by_side(submissions: list[Submission], class_dir: Path, work: Path, wor
 
 
 def kit_per_submission(out: Path) -> list[tuple[float, float]]:
-    with open(out / "timings.csv", newline="", encoding="utf-8") as f:
-        return [(float(r["seconds"]), float(r["executing_seconds"])) for r in csv.DictReader(f)]
+    return [(float(r["seconds"]), float(r["executing_seconds"])) for r in read_rows(out / "timings.csv")]
 
 
 def stock_per_submission(root: Path) -> list[tuple[float, float]]:
@@ -252,6 +254,11 @@ def main(argv: list[str] | None = None) -> int:
         fixed = fixed_costs(work / "run-eight" / "kit-0")
         text = report(args.workers, sizes, regrade, detail, stock_per_submission(stock_root),
                       kit_per_submission(kit_out), fixed, sorted(set(problems)))
+    print("similar submissions, 1,000 students x 40 exercises ...", file=sys.stderr)
+    alike = similarity.measure()
+    text += "\n" + similarity.section(alike)
+    if alike.found < alike.planted:
+        problems.append(f"similarity: {alike.planted - alike.found} planted copies not flagged")
     args.out.write_text(text)
     print(text)
     return 1 if problems else 0

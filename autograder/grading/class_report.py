@@ -11,12 +11,15 @@ never a traceback quoting hidden test source), so a report can be rebuilt for an
 
 Everything is aggregated (histograms, top-k messages, one row per test), never one row per
 student, so the page is as long for a class of 1,000 as for a class of 10.
+
+Its last section, for the TA alone, lists pairs of students whose answers to an exercise are
+suspiciously alike (a lead, never a grade): similarity_report.py builds it from OUT/autograded.
 """
 
 from __future__ import annotations
 
 import base64
-import csv
+import functools
 import html
 import io
 import math
@@ -26,8 +29,12 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from autograder.grading.csv_cells import read_rows
 from autograder.grading.report import read_results, totals
 from autograder.grading.results import CellResult
+from autograder.grading.similarity_report import SECTION_ID as SIMILARITY_ID
+from autograder.grading.similarity_report import STYLE as SIMILARITY_STYLE
+from autograder.grading.similarity_report import similarity_section
 from dlkit.devices import KNOWN_KINDS
 
 TOP_MESSAGES = 3        # failure messages shown per test and device
@@ -83,9 +90,8 @@ def read_timings(out: Path) -> dict[str, list[float]]:
     if not path.exists():
         return {}
     seconds: dict[str, list[float]] = defaultdict(list)
-    with open(path, newline="", encoding="utf-8") as f:
-        for r in csv.DictReader(f):
-            seconds[r["assignment"]].append(float(r["seconds"]))
+    for r in read_rows(path):
+        seconds[r["assignment"]].append(float(r["seconds"]))
     return seconds
 
 
@@ -112,6 +118,18 @@ def _integer_ticks():
     return MaxNLocator(integer=True)
 
 
+def _names_as_text(draw):
+    """`draw` (a chart) with matplotlib's maths parsing off: an assignment or test name is data, and a folder
+    named "01_tensors$$" once stopped the report as unbalanced maths."""
+    @functools.wraps(draw)
+    def drawn(*args, **kwargs):
+        from matplotlib import rc_context
+
+        with rc_context({"text.parse_math": False, "text.usetex": False}):
+            return draw(*args, **kwargs)
+    return drawn
+
+
 def _png(fig) -> str:
     """A figure as an <img> with the PNG inline (the page must open with no network and no side files)."""
     buffer = io.BytesIO()
@@ -133,6 +151,7 @@ def _table(header: list[str], rows: list[list[str]], numeric_from: int = 1) -> s
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+@_names_as_text
 def score_histogram(percent: list[float], assignment: str) -> str:
     fig, ax = _subplots(figsize=(6, 2.6))
     ax.hist(percent, bins=[i * 5 for i in range(21)], color="#4c72b0", edgecolor="white")
@@ -144,6 +163,7 @@ def score_histogram(percent: list[float], assignment: str) -> str:
     return _png(fig)
 
 
+@_names_as_text
 def lost_points_chart(ranked: list[tuple[str, int]], students: int, assignment: str) -> str:
     fig, ax = _subplots(figsize=(6, 0.3 * len(ranked) + 1))
     names, counts = [g for g, _ in ranked][::-1], [n for _, n in ranked][::-1]
@@ -154,6 +174,7 @@ def lost_points_chart(ranked: list[tuple[str, int]], students: int, assignment: 
     return _png(fig)
 
 
+@_names_as_text
 def time_histogram(seconds: list[float], assignment: str) -> str:
     fig, ax = _subplots(figsize=(6, 2.4))
     ax.hist(seconds, bins=30, color="#55a868", edgecolor="white")
@@ -283,8 +304,10 @@ def write_report(out: Path, rows: list[CellResult], seconds: dict[str, list[floa
     built = sections or {}
     contents = "".join(f'<li><a href="#{html.escape(a)}">{html.escape(a)}</a></li>' for a in names)
     parts = [built.get(a) or assignment_section(a, by_assignment[a], seconds.get(a, [])) for a in names]
+    contents += f'<li><a href="#{SIMILARITY_ID}">Similar submissions</a> (for the TA: a lead, never a grade)</li>'
+    parts.append(similarity_section(out))  # from OUT/autograded: pairs of alike answers (similarity_report.py)
     page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>Class report</title>'
-            f"<style>{STYLE}</style></head><body><h1>Class report</h1>"
+            f"<style>{STYLE}{SIMILARITY_STYLE}</style></head><body><h1>Class report</h1>"
             f"<p>{students} students, {len(names)} assignment{'s' if len(names) != 1 else ''}, "
             f"{len(rows)} test results "
             f"(from <code>results.csv</code>). Messages are the ones students see in their feedback.</p>"

@@ -172,3 +172,15 @@ def _check_sections(tmp_path, builder) -> None:
     during_the_run = sections.write(tmp_path, resumed + graded).read_text(encoding="utf-8")
     assert visible_text(during_the_run).count("submissions timed") == 2, "both sections show this run's timings"
     assert during_the_run == build_report(tmp_path).read_text(encoding="utf-8")
+
+
+def test_names_are_data_in_the_reports_figures_and_tables(tmp_path):
+    """Folder names a student chose, maths and HTML among them, are drawn and shown as the text they are."""
+    names = ["01_tensors$$", "$x^{2$ {0} %s", '<script>alert("a")</script>\\x0a']
+    rows = [CellResult(f"s{i}", name, "test_a", 0.0, 1.0, "error", f"{name!r} is not an assignment of this course")
+            for i, name in enumerate(names)]
+    rows.append(CellResult("s9", "01_tensors", "$\\frac{a}{$", 0.0, 1.0, "failed", "<b>off</b>"))
+    write_results(tmp_path, rows)
+    page = build_report(tmp_path).read_text(encoding="utf-8")
+    assert "<script>" not in page and "<b>off</b>" not in page
+    assert all(html.escape(name) in page for name in names)

@@ -29,12 +29,15 @@ from autograder.course import grade_id_of
 from autograder.execution.kernel import SandboxedKernelManager
 from autograder.grading.markers import MarkerInbox, forget, marker_record
 from autograder.grading.messages import bounded, message
+from autograder.isolation.watchdog import describe
 from dlkit import integrity
 
 #: Error names the kit writes into cells it had to stop; results.describe_error reads them.
 NOT_RUN = "CellNotRun"
 NOTEBOOK_TIMEOUT = "NotebookTimeout"
 KERNEL_DIED = "DeadKernelError"
+#: How Python words ENOSPC: in the sandbox, the private scratch is full.
+NO_SPACE = "[Errno 28] No space left on device"
 #: Traceback entries an error output keeps (its last ones: where the error was raised).
 TRACEBACK_ENTRIES = 50
 #: Machine failures raised in this process since the last take_machine_failures(): the grader's own record of
@@ -126,8 +129,18 @@ class GuardedExecute(Execute):
             return cell, resources
         self._cell = cell
         cell, resources = self._run_cell(cell, resources, index)
-        cell.outputs = [capped_error(o) if o.get("output_type") == "error" else o for o in cell.outputs]
+        cell.outputs = [self._name_the_limit(capped_error(o)) if o.get("output_type") == "error" else o
+                        for o in cell.outputs]
         return cell, resources
+
+    def _name_the_limit(self, error: NotebookNode) -> NotebookNode:
+        """A full disk in the sandbox is the kernel's private scratch reaching its cap: say which cap, so the
+        student's row names the limit rather than only "No space left on device"."""
+        scratch = getattr(self.km, "sandbox_scratch_bytes", None) if getattr(self.km, "sandbox_workdir", "") else None
+        if scratch and NO_SPACE in str(error.get("evalue", "")):
+            error.evalue = (f"{error.evalue} (the kernel's /tmp, /var/tmp, /dev/shm and home together may hold "
+                            f"{describe(scratch)}: the scratch limit)")
+        return error
 
     def _run_cell(self, cell, resources, index):
         """Run one code cell within the notebook's budget; a dead or stuck kernel stops the cells after it."""

@@ -9,6 +9,7 @@ Kernels start unsandboxed here (no sandbox_workdir); the sandbox has tests of it
 
 from __future__ import annotations
 
+import shutil
 import time
 
 import pytest
@@ -16,6 +17,7 @@ from nbformat.v4 import new_code_cell
 from traitlets.config import Config
 
 from autograder.grading.preprocessors import KERNEL_DIED, NOT_RUN, NOTEBOOK_TIMEOUT, GuardedExecute, KernelStartFailure
+from autograder.isolation import cgroups, sandbox
 
 from .notebooks import notebook
 
@@ -108,3 +110,33 @@ def test_a_failure_in_the_graders_first_cell_is_the_machines_not_the_students(tm
 def test_a_kernel_that_cannot_start_is_the_machines_failure(tmp_path):
     with pytest.raises(KernelStartFailure, match="the kernel did not start: NoSuchKernel"):
         execute(tmp_path, ["x = 1"], kernel="no-such-kernel")
+
+
+@pytest.mark.skipif(sandbox.unavailable_reason() is not None, reason="no sandbox here")
+@pytest.mark.parametrize("backstop", ["cgroup where the grader may make one", "watchdog"])
+def test_a_sandboxed_kernel_past_its_scratch_or_memory_is_told_which_limit(tmp_path, monkeypatch, backstop):
+    """The private scratch full: the student's error names the scratch limit. The kernel's processes past the
+    memory limit together (shared memory, which RLIMIT_DATA does not count): the grader kills the kernel (its
+    cgroup where the grader may make one, else the watchdog) and says which limit."""
+    if backstop == "watchdog":  # as for an ordinary user's grader, who may not make cgroups
+        monkeypatch.setattr(cgroups, "create", lambda name, limit: None)
+    workdir = sandbox.make_workdir()
+    try:
+        config = Config()
+        config.Execute.timeout = 60
+        config.SandboxedKernelManager.sandbox_workdir = str(workdir)
+        config.SandboxedKernelManager.sandbox_keep = [str(p) for p in sandbox.default_keep()]
+        config.SandboxedKernelManager.sandbox_scratch_bytes = 8 * 2**20
+        config.SandboxedKernelManager.memory_bytes = 300 * 2**20
+        nb = notebook(*(new_code_cell(s) for s in [
+            GRADER_CELL, "open('/tmp/big', 'wb').write(b'x' * (16 * 2**20))",
+            "import mmap, time\nm = mmap.mmap(-1, 900 * 2**20)\nfor i in range(0, len(m), 4096): m[i] = 1\n"
+            "time.sleep(30)"]))
+        nb, _ = GuardedExecute(config=config).preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    full, hoarder = nb.cells[1:]
+    assert [name for name, _ in errors(full)] == ["OSError"] and "8 MiB: the scratch limit" in errors(full)[0][1]
+    assert [name for name, _ in errors(hoarder)] == [KERNEL_DIED]
+    why = errors(hoarder)[0][1]
+    assert why.startswith("the grader killed the kernel") and "memory" in why and "limit of 300 MiB" in why, why

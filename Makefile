@@ -15,7 +15,7 @@ NOTEBOOK    ?= 07_deployment
 ROSTER      ?=
 ITEMS       ?=
 
-.PHONY: venv release publish grade export demo slides test test-fast test-xla accuracy bench gpu-check colab-rehearsal clean
+.PHONY: venv release publish grade export demo slides test test-fast test-xla accuracy mutation bench gpu-check colab-rehearsal clean
 
 venv: $(VENV)/.installed
 
@@ -81,6 +81,10 @@ test-xla: $(VENV_XLA)/.installed
 ## Grade the held-out corpus (autograder/corpus/) and the sample submissions: correct answers get full marks, wrong ones lose points, each sample exactly its listed tests; prints both tables
 accuracy: release
 	$(PY) -m autograder.verify.accuracy build/accuracy
+
+## First-order mutants of each exercise's reference against its hidden tests: make mutation [NOTEBOOK=02_backprop]; writes build/mutation/
+mutation: venv
+	$(PY) -m autograder.verify.mutation $(if $(filter command line,$(origin NOTEBOOK)),$(NOTEBOOK))
 
 ## Stock sequential nbgrader vs the kit at 1, 8 and 24 submissions, side by side, plus the fixed costs and the class report's similarity check for 1,000 x 40; writes bench/results.md (~16 min)
 bench: release

@@ -78,7 +78,8 @@ ENV_ALLOWED = {"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "PYTHONHASHSEED", "PYTH
                "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
                "CUDA_DEVICE_ORDER", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "PJRT_DEVICE", "XLA_FLAGS",
                "TPU_NAME", "COLAB_TPU_ADDR", "COLAB_RELEASE_TAG", "PYTORCH_NVML_BASED_CUDA_CHECK",
-               "LD_LIBRARY_PATH", "JPY_PARENT_PID", "JPY_SESSION_NAME", "VIRTUAL_ENV"}
+               "LD_LIBRARY_PATH", "JPY_PARENT_PID", "JPY_SESSION_NAME", "VIRTUAL_ENV",
+               "NBGRADER_EXECUTION", "NBGRADER_VALIDATING"}  # nbgrader tells notebooks it is grading them
 ENV_PREFIXES = ("LC_", "DLKIT_")
 #: What Docker's defaults refuse the sandbox, and the flags that allow it (README "Isolation", Containerfile).
 CONTAINER_FLAGS = ("--security-opt seccomp=unconfined", "--security-opt apparmor=unconfined",

@@ -52,9 +52,13 @@ def test_processes_that_fork_kernels_or_ranks_never_initialise_cuda():
         zygote.close()
     # In a fresh process, as in a student's kernel: the stdlib fork server is one per process, and a
     # test run may already have one that something else (Dask, say) started.
-    probe = ("import importlib, pathlib; m = importlib.import_module('dlkit.launch');"
-             "environ = pathlib.Path(f'/proc/{m._fork_server()}/environ');"
-             "print(b'PYTORCH_NVML_BASED_CUDA_CHECK=1' in environ.read_bytes().split(bytes(1)))")
+    # Read once the server has exec'd (its command line names the fork server): until then /proc shows the
+    # environment of the process it was forked from (a busy machine showed that race).
+    probe = ("import importlib, pathlib, time; m = importlib.import_module('dlkit.launch'); pid = m._fork_server();"
+             "proc = pathlib.Path(f'/proc/{pid}'); deadline = time.monotonic() + 30\n"
+             "while b'forkserver' not in (proc / 'cmdline').read_bytes() and time.monotonic() < deadline:"
+             " time.sleep(0.01)\n"
+             "print(b'PYTORCH_NVML_BASED_CUDA_CHECK=1' in (proc / 'environ').read_bytes().split(bytes(1)))")
     server = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO,
                             env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     assert server.stdout.strip() == "True", server.stdout + server.stderr

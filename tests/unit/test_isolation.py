@@ -170,9 +170,11 @@ def test_a_root_graders_kernel_is_held_by_its_memory_cgroup_shared_memory_includ
 
 def test_the_kernel_environment_is_an_allowlist():
     env = {"PATH": "/usr/bin", "LC_ALL": "C.UTF-8", "DLKIT_DEVICES": "cpu", "OMP_NUM_THREADS": "1",
-           "CUDA_VISIBLE_DEVICES": "0", **SECRETS, "HF_HOME": "/data/hf", sandbox.PASS_ENV: "HF_HOME"}
+           "CUDA_VISIBLE_DEVICES": "0", "NBGRADER_EXECUTION": "autograde", **SECRETS, "HF_HOME": "/data/hf",
+           sandbox.PASS_ENV: "HF_HOME"}
     assert sandbox.kernel_env(env) == {"PATH": "/usr/bin", "LC_ALL": "C.UTF-8", "DLKIT_DEVICES": "cpu",
-                                       "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "0", "HF_HOME": "/data/hf",
+                                       "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "0",
+                                       "NBGRADER_EXECUTION": "autograde", "HF_HOME": "/data/hf",
                                        sandbox.PASS_ENV: "HF_HOME"}
     assert sandbox.kernel_env(sandbox.kernel_env(env)) == sandbox.kernel_env(env), "filtering twice keeps passed names"
 

@@ -1,0 +1,155 @@
+"""`make mutation [NOTEBOOK=..]`: how many first-order mutants of each exercise's reference the hidden tests kill.
+
+For each notebook, in one IPython shell in this process: the notebook's cells run once with the
+reference solutions; then for each solution cell, each mutant (mutants.py) replaces it, the cells
+between it and its exercise's last test run again (a demo below may feed a test), and the exercise's
+test cells run on a seed drawn as the grader draws one. A mutant is killed when a test fails, the
+mutant raises, or it runs past MUTANT_SECONDS (the grader's timeout would stop it). Then the reference
+cell and the cells below it run again, so the next mutant starts from the reference's state.
+
+Survivors listed in autograder/verify/equivalent-mutants.toml (exercise -> mutant description -> why it
+computes the same thing) count as reviewed-equivalent; any other survivor makes the exit status 1.
+Writes build/mutation/<notebook>.md with every survivor. Devices: those default grading visits here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import tomllib
+from nbgrader.utils import is_grade, is_solution
+
+from autograder.course import assignments, grade_id_of
+from autograder.options import grading_devices
+from autograder.paths import AUTOGRADER, BUILD
+from autograder.verify.mutants import mutants
+
+EQUIVALENT = AUTOGRADER / "verify" / "equivalent-mutants.toml"
+MUTANT_SECONDS = 20
+
+
+@dataclass
+class Tally:
+    """One exercise's mutants by outcome."""
+
+    killed: int = 0
+    equivalent: int = 0
+    survivors: list[str] = field(default_factory=list)
+
+
+class _TooLong(Exception):
+    """A mutant ran past MUTANT_SECONDS."""
+
+
+def _alarm(signum, frame):
+    raise _TooLong(f"ran past {MUTANT_SECONDS} s")
+
+
+def _run(shell, source: str) -> bool:
+    """Run one cell under the per-mutant time limit, its output and tracebacks discarded; whether it succeeded."""
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(MUTANT_SECONDS)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            return shell.run_cell(source, silent=True).success
+    except _TooLong:
+        return False
+    finally:
+        signal.alarm(0)
+
+
+def mutate_notebook(source: Path, equivalent: dict[str, dict[str, str]], limit: int | None = None
+                    ) -> dict[str, Tally]:
+    """{exercise: Tally} for every solution cell of the instructor source `source` that has tests."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from dlkit.seeding import seed_everything, seed_for
+
+    name = source.stem
+    cells = [c for c in nbformat.read(source, as_version=4).cells if c.cell_type == "code"]
+    shell = InteractiveShell.instance()
+    shell.showtraceback = lambda *args, **kwargs: None  # a mutant's error is an outcome, not news
+    for cell in cells:
+        if not is_grade(cell) or is_solution(cell):
+            if not _run(shell, cell.source):
+                raise RuntimeError(f"{name}: the reference notebook fails at cell {cell.get('id')}")
+    tallies: dict[str, Tally] = {}
+    for index, cell in enumerate(cells):
+        if not is_solution(cell):
+            continue
+        exercise = grade_id_of(cell)
+        tests = [i for i in range(index + 1, len(cells)) if is_grade(cells[i]) and not is_solution(cells[i])]
+        nxt = next((i for i in range(index + 1, len(cells)) if is_solution(cells[i])), len(cells))
+        tests = [i for i in tests if i < nxt]
+        if not tests:
+            continue
+        between = [i for i in range(index + 1, tests[-1]) if not is_grade(cells[i])]
+        tally = tallies.setdefault(exercise, Tally())
+        for mutant in list(mutants(cell.source))[:limit]:
+            killed = not _run(shell, mutant.source)
+            for i in ([] if killed else between):
+                _run(shell, cells[i].source)  # a demo's failure is not a test's
+            if not killed:
+                for i in tests:
+                    seed_everything(seed_for("mutant", name, grade_id_of(cells[i])))
+                    if not _run(shell, cells[i].source):
+                        killed = True
+                        break
+            if killed:
+                tally.killed += 1
+            elif mutant.description in equivalent.get(exercise, {}):
+                tally.equivalent += 1
+            else:
+                tally.survivors.append(mutant.description)
+            for i in [index, *between]:  # back to the reference's state
+                _run(shell, cells[i].source)
+    return tallies
+
+
+def report(name: str, tallies: dict[str, Tally], seconds: float) -> str:
+    lines = [f"# Mutation: {name}", "", f"{seconds:.0f} s; mutants of each exercise's reference, first order "
+             "(autograder/verify/mutants.py).", "", "| exercise | mutants | killed | reviewed-equivalent | survived |",
+             "|---|---|---|---|---|"]
+    for exercise, t in tallies.items():
+        total = t.killed + t.equivalent + len(t.survivors)
+        lines.append(f"| {exercise} | {total} | {t.killed} | {t.equivalent} | {len(t.survivors)} |")
+    survivors = [(e, s) for e, t in tallies.items() for s in t.survivors]
+    if survivors:
+        lines += ["", "Survivors (review each: a missing test, or an equivalent mutant for equivalent-mutants.toml):"]
+        lines += [f"- {exercise}: {description}" for exercise, description in survivors]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("notebooks", nargs="*", help="default: all eight")
+    parser.add_argument("--limit", type=int, default=None, help="at most this many mutants per exercise")
+    parser.add_argument("--out", type=Path, default=BUILD / "mutation")
+    args = parser.parse_args(argv)
+    # The devices default grading visits on this machine (the simulated accelerator where there is none).
+    os.environ.update({"DLKIT_DEVICES": ",".join(grading_devices("auto")), "MPLBACKEND": "Agg"})
+    with open(EQUIVALENT, "rb") as f:
+        equivalent = tomllib.load(f)
+    args.out.mkdir(parents=True, exist_ok=True)
+    failed = False
+    for name in args.notebooks or sorted(assignments()):
+        started = time.monotonic()
+        tallies = mutate_notebook(assignments()[name], equivalent.get(name, {}), args.limit)
+        text = report(name, tallies, time.monotonic() - started)
+        (args.out / f"{name}.md").write_text(text)
+        print(text)
+        failed |= any(t.survivors for t in tallies.values())
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""Mutation as the measure of hidden tests: autograder/verify/mutants.py makes first-order slips of a reference,
+autograder/verify/mutation.py runs an exercise's tests on each. Here on a two-cell notebook: a weak test lets
+slips survive, a test over the exercise's domain kills them (`make mutation` does the eight notebooks)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import nbformat
+
+from autograder.paths import REPO
+from autograder.verify.mutants import mutants
+
+from .notebooks import answer_cell, graded_cell, notebook
+
+ABSDIFF = "def absdiff(a, b):\n    if a > b:\n        return a - b\n    return b - a\n"
+
+
+def test_the_operators_make_the_slips_students_make():
+    found = {m.description: m.source for m in mutants(ABSDIFF)}
+    assert "line 2: Gt -> GtE" in found and "a >= b" in found["line 2: Gt -> GtE"]
+    assert "line 3: Sub -> Add" in found and "return a + b" in found["line 3: Sub -> Add"]
+    assert "line 2: statement deleted" in found and "line 4: statement deleted" in found, "a branch or return left out"
+    assert all(compile(source, "<mutant>", "exec") for source in found.values())
+    assert len(found) == len(set(found)), "descriptions name each mutant once"
+
+
+def tally(tmp_path, test_source: str) -> dict:
+    path = tmp_path / "fixture.ipynb"
+    nbformat.write(notebook(answer_cell("absdiff", ABSDIFF), graded_cell("test_absdiff", test_source)), path)
+    script = ("import json, sys; from pathlib import Path; from autograder.verify.mutation import mutate_notebook;"
+              f"t = mutate_notebook(Path({str(path)!r}), {{}})['absdiff'];"
+              "print(json.dumps({'killed': t.killed, 'survivors': t.survivors}))")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_weak_test_lets_mutants_survive_and_a_test_over_the_domain_kills_them(tmp_path):
+    weak = tally(tmp_path, "assert absdiff(5, 2) == 3")
+    assert weak["survivors"], "one typical input leaves slips alive"
+    strong = tally(tmp_path, "for a, b in [(5, 2), (2, 5), (3, 3), (-1, 4), (0, 0)]:\n"
+                             "    assert absdiff(a, b) == abs(a - b)")
+    assert strong["survivors"] == ["line 2: Gt -> GtE"], "the tie gives the same either way: an equivalent mutant"
+    assert strong["killed"] > weak["killed"]

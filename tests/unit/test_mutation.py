@@ -27,21 +27,25 @@ def test_the_operators_make_the_slips_students_make():
     assert len(found) == len(set(found)), "descriptions name each mutant once"
 
 
-def tally(tmp_path, test_source: str) -> dict:
-    path = tmp_path / "fixture.ipynb"
-    nbformat.write(notebook(answer_cell("absdiff", ABSDIFF), graded_cell("test_absdiff", test_source)), path)
-    script = ("import json, sys; from pathlib import Path; from autograder.verify.mutation import mutate_notebook;"
-              f"t = mutate_notebook(Path({str(path)!r}), {{}})['absdiff'];"
-              "print(json.dumps({'killed': t.killed, 'survivors': t.survivors}))")
+def tallies(tmp_path, *test_sources: str) -> list[dict]:
+    """The absdiff exercise's tally under each test source, in one process (IPython and nbgrader imported once)."""
+    paths = []
+    for i, test_source in enumerate(test_sources):
+        paths.append(str(tmp_path / f"fixture{i}.ipynb"))
+        nbformat.write(notebook(answer_cell("absdiff", ABSDIFF), graded_cell("test_absdiff", test_source)), paths[-1])
+    script = ("import json; from pathlib import Path; from autograder.verify.mutation import mutate_notebook\n"
+              f"for path in {paths!r}:\n"
+              "    t = mutate_notebook(Path(path), {})['absdiff']\n"
+              "    print(json.dumps({'killed': t.killed, 'survivors': t.survivors}))")
     proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return [json.loads(line) for line in proc.stdout.strip().splitlines()[-len(test_sources):]]
 
 
 def test_a_weak_test_lets_mutants_survive_and_a_test_over_the_domain_kills_them(tmp_path):
-    weak = tally(tmp_path, "assert absdiff(5, 2) == 3")
+    weak, strong = tallies(tmp_path, "assert absdiff(5, 2) == 3",
+                           "for a, b in [(5, 2), (2, 5), (3, 3), (-1, 4), (0, 0)]:\n"
+                           "    assert absdiff(a, b) == abs(a - b)")
     assert weak["survivors"], "one typical input leaves slips alive"
-    strong = tally(tmp_path, "for a, b in [(5, 2), (2, 5), (3, 3), (-1, 4), (0, 0)]:\n"
-                             "    assert absdiff(a, b) == abs(a - b)")
     assert strong["survivors"] == ["line 2: Gt -> GtE"], "the tie gives the same either way: an equivalent mutant"
     assert strong["killed"] > weak["killed"]

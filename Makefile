@@ -15,7 +15,7 @@ NOTEBOOK    ?= 07_deployment
 ROSTER      ?=
 ITEMS       ?=
 
-.PHONY: venv release publish grade export demo slides test test-fast test-xla accuracy mutation bench gpu-check colab-rehearsal clean
+.PHONY: venv release publish grade export demo slides slides-check test test-fast test-xla accuracy mutation bench gpu-check colab-rehearsal clean
 
 venv: $(VENV)/.installed
 
@@ -56,6 +56,10 @@ demo: release
 ## Lecture slides of every notebook (executed, solutions and plots) into build/slides/
 slides: venv
 	$(PY) -m autograder.authoring.slides
+
+## make slides, then every slide of every deck measured in headless Chromium on a 1280x720 projector: fits, no code cut off, no solution markers
+slides-check: slides
+	$(PY) -m autograder.verify.slide_fit
 
 ## Every test but tests/xla: the unit tests, then the pipeline tests (real grading runs, browsers; at most ~10 min)
 test: venv

@@ -23,14 +23,15 @@ from autograder.paths import EXPECTED, RELEASE, SUBMISSIONS
 _MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 
 
+def without_solution_markers(source: str) -> str:
+    """A solution cell's code without nbgrader's `### BEGIN SOLUTION` and `### END SOLUTION` lines."""
+    return "\n".join(line for line in source.splitlines() if line.strip() not in _MARKERS)
+
+
 def solution_sources(source: Path) -> dict[str, str]:
     """The instructor's solution cells, markers removed, by grade_id."""
-    solutions = {}
-    for cell in nbformat.read(source, as_version=4).cells:
-        if is_solution(cell) and cell.cell_type == "code":
-            lines = [line for line in cell.source.splitlines() if line.strip() not in _MARKERS]
-            solutions[grade_id_of(cell)] = "\n".join(lines)
-    return solutions
+    return {grade_id_of(cell): without_solution_markers(cell.source)
+            for cell in nbformat.read(source, as_version=4).cells if is_solution(cell) and cell.cell_type == "code"}
 
 
 def fill_release(assignment: str, answers: dict[str, str]) -> nbformat.NotebookNode:

@@ -9,6 +9,12 @@ That metadata is set by rules (`slide_type` below), never by hand, so that an ed
 notebook gets consistent cuts again with `python -m autograder.authoring.slides --mark`; the slides test
 fails when a notebook's cuts differ from what the rules say.
 
+A deck is what a projector shows, so before export the solutions lose nbgrader's
+`### BEGIN SOLUTION` / `### END SOLUTION` lines (or, with --without-solutions, become the stub
+students get), and a section taller than reveal.js's frame continues on sub-slides below it
+(slide_layout.py; the instructor's `"dlkit": {"slides": ...}` cell metadata can split or scale a
+cell). `make slides-check` (autograder/verify/slide_fit.py) measures every slide in Chromium.
+
   build/slides/reveal.js/, mathjax/  what the decks load: they show with no network (a lecture hall's
                                     projector, a train), like the lecture copy and a live JupyterLab
 reveal.js (its script, styles and fonts) comes from the sphinx-revealjs package and MathJax 2 (what
@@ -17,7 +23,7 @@ environment, so nothing is downloaded from anywhere else. The template
 (autograder/authoring/templates/reveal_offline) is nbconvert's reveal template less its CDN parts: reveal.js
 loads as plain scripts instead of through RequireJS, without jQuery or Mermaid.
 
-Usage: python -m autograder.authoring.slides [--mark] [assignment ...]
+Usage: python -m autograder.authoring.slides [--mark] [--without-solutions] [assignment ...]
 """
 
 from __future__ import annotations
@@ -36,9 +42,12 @@ import nbformat
 import sphinx_revealjs
 from nbconvert.exporters import SlidesExporter
 from nbconvert.preprocessors import ExecutePreprocessor
-from nbgrader.utils import is_grade, is_locked
+from nbgrader.preprocessors import ClearSolutions
+from nbgrader.utils import is_grade, is_locked, is_solution
 
-from autograder.course import assignments, select
+from autograder.authoring.samples import without_solution_markers
+from autograder.authoring.slide_layout import FRAME_HEIGHT, FRAME_WIDTH, fit_slides
+from autograder.course import assignments, nbgrader_config, select
 from autograder.paths import BUILD, TEMPLATES
 
 SLIDES = BUILD / "slides"
@@ -134,14 +143,31 @@ def drop_progress_bars(nb: nbformat.NotebookNode) -> None:
     nb.metadata.pop("widgets", None)
 
 
-def export_slides(nb: nbformat.NotebookNode) -> str:
-    """The reveal.js HTML of an executed notebook.
+def present_solutions(nb: nbformat.NotebookNode, with_solutions: bool = True) -> nbformat.NotebookNode:
+    """A copy of the notebook whose solution cells show clean code: the solution without nbgrader's
+    markers, or (`with_solutions=False`) the stub the release gives students, from the kit's nbgrader config.
 
-    Long slides scroll rather than overflow the screen, and the slide is wide enough for the
-    notebooks' code lines (about 120 characters), which reveal.js would otherwise cut off. The deck
-    loads reveal.js and MathJax from folders next to it (copy_assets), never from a CDN.
+    Either way the notebook ran with its solutions, so the demos after an exercise show their results.
     """
-    exporter = SlidesExporter(reveal_scroll=True, reveal_transition="none", reveal_width="1400", reveal_height="880",
+    shown = nbformat.from_dict(nb)
+    if not with_solutions:
+        stubs = ClearSolutions(config=nbgrader_config(SLIDES))  # only its stub settings are used, not its folders
+        return stubs.preprocess(shown, {})[0]
+    for cell in shown.cells:
+        if is_solution(cell) and cell.cell_type == "code":
+            cell.source = without_solution_markers(cell.source)
+    return shown
+
+
+def export_slides(nb: nbformat.NotebookNode) -> str:
+    """The reveal.js HTML of an executed notebook (laid out by slide_layout.fit_slides).
+
+    The frame is slide_layout's 16:9 one, wide enough for about 126 characters of code; a slide
+    that still overflows it is shrunk by the template, never scrolled (a projector shows no
+    scroll bar worth using). The deck loads reveal.js and MathJax from folders next to it
+    (copy_assets), never from a CDN.
+    """
+    exporter = SlidesExporter(reveal_transition="none", reveal_width=str(FRAME_WIDTH), reveal_height=str(FRAME_HEIGHT),
                               reveal_theme=REVEAL_THEME, reveal_url_prefix=REVEAL_DIR, mathjax_url=MATHJAX_URL,
                               extra_template_basedirs=[str(TEMPLATES)], template_name="reveal_offline")
     html, _ = exporter.from_notebook_node(nb)
@@ -155,8 +181,11 @@ def copy_assets(out: Path) -> None:
     shutil.copytree(MATHJAX_SOURCE, out / MATHJAX_DIR, dirs_exist_ok=True)
 
 
-def build_slides(names: list[str] | None = None, out: Path = SLIDES) -> dict[str, Path]:
-    """Execute and export the named notebooks (all by default); return each deck's path."""
+def build_slides(names: list[str] | None = None, out: Path = SLIDES, with_solutions: bool = True) -> dict[str, Path]:
+    """Execute and export the named notebooks (all by default); return each deck's path.
+
+    `with_solutions=False` shows the students' stubs in place of the solutions (the lecture copy keeps them).
+    """
     sources = select(names)
     out.mkdir(parents=True, exist_ok=True)
     copy_assets(out)
@@ -167,7 +196,7 @@ def build_slides(names: list[str] | None = None, out: Path = SLIDES) -> dict[str
         mark_slides(nb)  # a notebook edited since the last --mark still gets consistent cuts
         nbformat.write(nb, out / f"{name}.ipynb")
         decks[name] = out / f"{name}.slides.html"
-        decks[name].write_text(export_slides(nb), encoding="utf-8")
+        decks[name].write_text(export_slides(fit_slides(present_solutions(nb, with_solutions))), encoding="utf-8")
     return decks
 
 
@@ -176,6 +205,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("names", nargs="*", help="assignments (default: all)")
     parser.add_argument("--mark", action="store_true",
                         help="only (re)apply the slide cuts to the source notebooks in notebooks/")
+    parser.add_argument("--without-solutions", action="store_true",
+                        help="show the students' stubs (`raise NotImplementedError()`) in place of the solutions")
     args = parser.parse_args(argv)
     if args.mark:
         for name, path in assignments().items():
@@ -183,7 +214,7 @@ def main(argv: list[str]) -> int:
                 print(f"{'marked' if mark_notebook(path) else 'unchanged'}: {path.name}")
         return 0
     try:
-        decks = build_slides(args.names or None)
+        decks = build_slides(args.names or None, with_solutions=not args.without_solutions)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -1,4 +1,5 @@
-"""The compact class (tests/pipeline/compact_class.py), graded once per session with default flags."""
+"""The compact class (tests/pipeline/compact_class.py), graded once per session with default flags, and the
+lecture decks of two notebooks, built once per session."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from autograder.authoring.slides import build_slides
 from tests.pipeline import compact_class
 from tests.pipeline.grader import Graded, run_grader
 
@@ -52,3 +54,17 @@ def regraded_on_dask(release, class_dir, tmp_path_factory) -> Graded:
         shutil.copytree(class_dir / student / "01_tensors", again / student / "01_tensors")
     return run_grader(again, tmp_path_factory.mktemp("regrade-grades"), "--assignments", "01_tensors",
                       "--cell-timeout", compact_class.CELL_TIMEOUT, "--engine", "dask", workers=2)
+
+
+#: The decks the tests build (`make slides-check` measures all eight): 01, the quickest notebook, and
+#: 02, whose sections were the tallest (a page of text, a 60-line cell and its plot: three frames high).
+DECKS = ["01_tensors", "02_backprop"]
+
+
+@pytest.fixture(scope="session")
+def lecture_decks(tmp_path_factory) -> dict[str, Path]:
+    """`make slides` of DECKS into a folder of their own, with MPLBACKEND=Agg as while grading (the decks
+    must still get their plots): test_slides.py reads them, test_browser.py shows and measures them."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MPLBACKEND", "Agg")
+        return build_slides(DECKS, out=tmp_path_factory.mktemp("slides"))

@@ -1,7 +1,8 @@
 """What a student and a TA see, in a real (headless) Chromium.
 
 The student: the release notebook run in JupyterLab. The TA: the class report of the compact class.
-The instructor: a lecture deck shown with the network blocked.
+The instructor: a lecture deck shown with the network blocked, and every slide of two decks measured on
+a 1280x720 projector (`make slides-check` measures all eight).
 
 The reference submission (the release with the solutions filled in) must run top to bottom with
 no error and its plots drawn. In the blank release every cell is run, and the only errors allowed
@@ -19,12 +20,15 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import nbformat
 import pytest
 from selenium.webdriver.common.by import By
 
 from autograder.authoring.samples import SUBMISSIONS
-from autograder.authoring.slides import build_slides
+from autograder.authoring.slide_layout import fit_slides
+from autograder.authoring.slides import copy_assets, export_slides
 from autograder.paths import BUILD
+from autograder.verify.slide_fit import measure_deck, over_the_frame, problems, show_as_projector
 from tests.pipeline.browser import chromium, jupyter_lab, missing_browser, wait_for
 
 pytestmark = pytest.mark.skipif(missing_browser() is not None, reason=str(missing_browser()))
@@ -210,9 +214,9 @@ fetch('https://unpkg.com/reveal.js@4.0.2/dist/reveal.js', {mode: 'no-cors'}).the
 """
 
 
-def test_slides_render_with_math_with_the_network_blocked(tmp_path):
+def test_slides_render_with_math_with_the_network_blocked(lecture_decks, tmp_path):
     """A deck shows with no network: reveal.js, its font and MathJax come from the files `make slides` copied."""
-    deck = build_slides([ASSIGNMENT], out=tmp_path / "slides")[ASSIGNMENT]
+    deck = lecture_decks[ASSIGNMENT]
     with chromium(tmp_path) as driver:
         driver.execute_cdp_cmd("Network.enable", {})
         driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["http://*", "https://*"]})
@@ -229,3 +233,30 @@ def test_slides_render_with_math_with_the_network_blocked(tmp_path):
     assert shown["misplaced"] == 0, f"a formula is drawn partly outside its box (typeset while hidden): {shown}"
     assert shown["font"] and shown["mathFont"], \
         f"the theme's and MathJax's fonts should load from the copied files: {shown}"
+
+
+def test_every_slide_fits_the_projector_and_shows_no_solution_markers(lecture_decks, tmp_path):
+    """Each slide of the decks, shown on a 1280x720 projector: none taller or wider than reveal.js's frame,
+    no code line cut off at the side, nothing drawn too small to read, no `### BEGIN SOLUTION`."""
+    with chromium(tmp_path) as driver:
+        show_as_projector(driver)
+        decks = [measure_deck(driver, path) for path in lecture_decks.values()]
+    assert all(len(deck.slides) >= 10 for deck in decks), [(deck.name, len(deck.slides)) for deck in decks]
+    failing = [line for deck in decks for line in problems(deck)]
+    assert not failing, "slides that do not fit the projector:\n" + "\n".join(failing)
+
+
+def test_a_slide_taller_than_the_frame_is_shrunk_to_fit_not_cut_off(tmp_path):
+    """The template's last resort: a cell the instructor would not let be split (split_lines larger than the
+    cell) makes a slide twice the frame's height, which is drawn smaller until all of it shows."""
+    unsplittable = {"dlkit": {"slides": {"split_lines": 200}}, "slideshow": {"slide_type": "slide"}}
+    cell = nbformat.v4.new_code_cell("\n".join(f"step_{i} = {i}" for i in range(80)), metadata=unsplittable)
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    deck = tmp_path / "long.slides.html"
+    copy_assets(tmp_path)
+    deck.write_text(export_slides(fit_slides(nb)), encoding="utf-8")
+    with chromium(tmp_path) as driver:
+        show_as_projector(driver)
+        shown = measure_deck(driver, deck)
+    assert not over_the_frame(shown), problems(shown)
+    assert len(shown.slides) == 1 and shown.slides[0].scale < 0.5, shown.slides

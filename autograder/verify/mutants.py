@@ -56,19 +56,16 @@ class _Rewriter(ast.NodeTransformer):
         self.seen += 1
         return hit
 
-    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+    def visit_BinOp(self, node: ast.BinOp | ast.AugAssign, kind: str = "") -> ast.AST:
+        """An arithmetic operator swapped, in an expression or (kind "augmented ") an augmented assignment."""
         self.generic_visit(node)
         swap = BINARY_SWAPS.get(type(node.op))
-        if swap and self._hit(f"{_where(node)}: {type(node.op).__name__} -> {swap.__name__}"):
+        if swap and self._hit(f"{_where(node)}: {kind}{type(node.op).__name__} -> {swap.__name__}"):
             node.op = swap()
         return node
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
-        self.generic_visit(node)
-        swap = BINARY_SWAPS.get(type(node.op))
-        if swap and self._hit(f"{_where(node)}: augmented {type(node.op).__name__} -> {swap.__name__}"):
-            node.op = swap()
-        return node
+        return self.visit_BinOp(node, "augmented ")
 
     def visit_Compare(self, node: ast.Compare) -> ast.AST:
         self.generic_visit(node)

@@ -70,6 +70,11 @@ class PromptKernelClient(AsyncKernelClient):
 _KERNELS = itertools.count()  # numbers this worker's kernels' cgroups
 
 
+def cgroup_prefix() -> str:
+    """How the memory cgroups of this worker's kernels are named (cgroups.py): the prefix, then a number."""
+    return f"kernel-{os.getpid()}-"
+
+
 class SandboxProvisioner(LocalProvisioner):
     """jupyter_client's local provisioner, launching the kernel through autograder.isolation.sandbox when
     its manager's `sandbox_workdir` is set, and forking it from a warm zygote when this process has one.
@@ -95,7 +100,7 @@ class SandboxProvisioner(LocalProvisioner):
         if km.sandbox_workdir:
             if sandbox.sandbox_mode() == "root":  # else the kernel runs as this user, in a user namespace
                 os.chown(km.connection_file, sandbox.kernel_uid(), sandbox.kernel_uid())
-            self.cgroup = cgroups.create(f"kernel-{os.getpid()}-{next(_KERNELS)}",
+            self.cgroup = cgroups.create(f"{cgroup_prefix()}{next(_KERNELS)}",
                                          km.memory_bytes + km.sandbox_scratch_bytes)
             self.sandbox_spec = sandbox.write_spec(Path(km.sandbox_workdir), [Path(p) for p in km.sandbox_keep],
                                                    km.sandbox_processes, km.sandbox_scratch_bytes, cgroup=self.cgroup)

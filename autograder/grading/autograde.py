@@ -20,10 +20,11 @@ from nbgrader.utils import capture_log
 
 from autograder.course import nbgrader_config
 from autograder.execution import warm
+from autograder.execution.kernel import cgroup_prefix
 from autograder.grading import recover
 from autograder.grading.intake import Submission, read_notebook_bytes
 from autograder.grading.preprocessors import take_machine_failures
-from autograder.isolation import sandbox
+from autograder.isolation import cgroups, sandbox
 from autograder.isolation.limits import Limits, kill_descendants
 
 
@@ -106,6 +107,7 @@ def run_autograde(workspace: Workspace, limits: Limits, allow_unsandboxed: bool 
     finally:
         warm.kill_kernels()  # a forked kernel and what it left, below its keeper
         kill_descendants(spare=warm.spared())  # a cold kernel and what it left; a zygote serves the next submission
+        cgroups.remove_left(cgroup_prefix())  # the kernel's memory group, should its cleanup not have removed it
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
     failures = take_machine_failures()

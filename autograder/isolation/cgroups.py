@@ -57,6 +57,19 @@ def create(name: str, limit_bytes: int) -> Path | None:
     return group
 
 
+def remove_left(prefix: str) -> None:
+    """Remove every empty group `kit/<prefix>*` a kernel left behind (its provisioner's cleanup may not have run:
+    a run stopped, a kernel whose processes took longer to exit than `remove` waits)."""
+    found = _hierarchy()
+    if found is None or os.geteuid() != 0:
+        return
+    for group in (found[1] / PARENT).glob(f"{prefix}*"):
+        try:
+            group.rmdir()  # refused while a process is still in it
+        except OSError:
+            pass
+
+
 def oom_killed(group: Path) -> bool:
     """Whether the kernel's OOM killer killed a process of `group` for reaching its limit."""
     for name in ("memory.events", "memory.oom_control"):  # v2, v1

@@ -175,6 +175,18 @@ def test_a_root_graders_kernel_is_held_by_its_memory_cgroup_shared_memory_includ
     assert not group.exists()
 
 
+@pytest.mark.skipif("root" not in MODES or not can_make_cgroups(),
+                    reason="a memory cgroup needs a root grader and a writable cgroup hierarchy")
+def test_the_groups_a_workers_kernels_left_are_removed_and_no_one_elses():
+    mine, others = cgroups.create(f"kernel-{os.getpid()}-7", 2**30), cgroups.create("kernel-1-7", 2**30)
+    try:
+        cgroups.remove_left(f"kernel-{os.getpid()}-")
+        assert not mine.exists() and others.exists()
+    finally:
+        cgroups.remove(mine)
+        cgroups.remove(others)
+
+
 def test_the_kernel_environment_is_an_allowlist():
     env = {"PATH": "/usr/bin", "LC_ALL": "C.UTF-8", "DLKIT_DEVICES": "cpu", "OMP_NUM_THREADS": "1",
            "CUDA_VISIBLE_DEVICES": "0", "NBGRADER_EXECUTION": "autograde", **SECRETS, "HF_HOME": "/data/hf",

@@ -38,6 +38,7 @@ from autograder.grading.preprocessors import (  # noqa: E402
                                       SeedTests,
 )
 from autograder.isolation.limits import Limits  # noqa: E402
+from autograder.judge.preprocess import JudgeTests  # noqa: E402
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
@@ -94,6 +95,7 @@ c.Autograde.sanitize_preprocessors = [
 # SeedTests before GuardTests: each puts a line on top of every test cell, so the guard's check runs
 # first and the seeding (through the generators it checked) second.
 c.Autograde.autograde_preprocessors = [
+    JudgeTests,
     SeedTests,
     GuardTests,
     GuardedExecute,

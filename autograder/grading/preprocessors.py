@@ -27,9 +27,12 @@ from traitlets import Float, Integer
 
 from autograder.course import grade_id_of
 from autograder.execution.kernel import SandboxedKernelManager
-from autograder.grading.markers import MarkerInbox, forget, marker_record
+from autograder.grading.markers import METADATA_KEY, MarkerInbox, forget, marker_record
 from autograder.grading.messages import bounded, message
 from autograder.isolation.watchdog import describe
+from autograder.judge.preprocess import JUDGED, KernelTransport, judged_cells
+from autograder.judge.remote import KernelLink
+from autograder.judge.session import JudgeSession
 from dlkit import integrity
 
 #: Error names the kit writes into cells it had to stop; results.describe_error reads them.
@@ -112,7 +115,7 @@ class GuardedExecute(Execute):
         self._deadline = time.monotonic() + self.notebook_timeout
         self._stopped: tuple[str, str] | None = None  # (error name, why) once execution was abandoned
         self._student_code_started = False
-        self._inbox, self._cell = MarkerInbox(), None
+        self._inbox, self._cell, self._judge = MarkerInbox(), None, None
         for cell in nb.cells:
             forget(cell)
         try:
@@ -128,6 +131,8 @@ class GuardedExecute(Execute):
         if cell.cell_type != "code":
             return cell, resources
         self._cell = cell
+        if grade_id_of(cell) in judged_cells(resources) and is_grade(cell) and not is_solution(cell):
+            return self._judge_cell(cell, resources, index), resources
         cell, resources = self._run_cell(cell, resources, index)
         cell.outputs = [self._name_the_limit(capped_error(o)) if o.get("output_type") == "error" else o
                         for o in cell.outputs]
@@ -179,6 +184,34 @@ class GuardedExecute(Execute):
             self._stopped = (NOT_RUN, f"cell {index} ran past the time limit and its kernel ignored the interrupt")
             self._kill_kernel()
         return cell, resources
+
+    def _judge_cell(self, cell: NotebookNode, resources: dict, index: int) -> NotebookNode:
+        """A test cell the judge decides (autograder/judge/): its code runs here, the student's functions in the
+        kernel; the cell's outputs are the judge's, never the kernel's."""
+        self._student_code_started = True
+        remaining = self._deadline - time.monotonic()
+        if self._stopped is None and remaining <= 1:
+            self._stopped = (NOTEBOOK_TIMEOUT, f"the notebook ran past its {self.notebook_timeout} s limit")
+            self._kill_kernel()
+        cell.execution_count = None
+        if self._stopped is not None:
+            cell.outputs = [error_output(self._stopped[0], f"not run: {self._stopped[1]}")]
+            return cell
+        if getattr(self, "_judge", None) is None:
+            link = KernelLink(KernelTransport(self), lambda: self._judge_deadline - time.monotonic())
+            self._judge = JudgeSession(link, set(resources[JUDGED]["modules"]))
+        self._judge_deadline = time.monotonic() + min(self.timeout or remaining, remaining)
+        test = judged_cells(resources)[grade_id_of(cell)]
+        verdict = self._judge.run(grade_id_of(cell), test["source"], test["seed"])
+        cell.outputs = [NotebookNode(output_type="stream", name="stdout", text=verdict.printed)] if verdict.printed else []
+        if not verdict.passed:
+            cell.outputs.append(error_output(verdict.ename, message(verdict.evalue)))
+        if verdict.devices:
+            cell.setdefault("metadata", NotebookNode())[METADATA_KEY] = {"devices": verdict.devices}
+        if verdict.kernel_lost is not None:
+            self._stopped = (NOT_RUN, f"the kernel stopped during cell {index}: {verdict.kernel_lost}")
+            self._kill_kernel()
+        return cell
 
     def _run_grader_cell(self, cell, resources, index):
         """Run the grader's own first cell; any failure there is the grading machine's, not the student's.
@@ -368,8 +401,9 @@ class GuardTests(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         modules: list[str] = []
+        judged = judged_cells(resources)
         for cell in nb.cells:
-            if cell.cell_type == "code" and is_grade(cell):
+            if cell.cell_type == "code" and is_grade(cell) and grade_id_of(cell) not in judged:
                 imported, used = _test_names(cell.source)
                 modules += imported
                 grade_id = grade_id_of(cell) or ""
@@ -393,8 +427,9 @@ class SeedTests(NbGraderPreprocessor):
         from dlkit.seeding import seed_for
 
         student, assignment = resources["nbgrader"]["student"], resources["nbgrader"]["assignment"]
+        judged = judged_cells(resources)
         for cell in nb.cells:
-            if cell.cell_type == "code" and is_grade(cell) and not is_solution(cell):
+            if cell.cell_type == "code" and is_grade(cell) and not is_solution(cell) and grade_id_of(cell) not in judged:
                 seed = seed_for(student, assignment, grade_id_of(cell))
                 cell.source = (f"__import__('dlkit.seeding').seeding.seed_test({seed})  # inserted by the grader\n"
                                + cell.source)

@@ -1,0 +1,206 @@
+"""Run one notebook's test cells in the judge: the test's code here, the student's functions in their kernel.
+
+A test cell's source (visible asserts and hidden tests alike) is executed in this process, in a
+namespace of the notebook's own: every name the cell reads and does not define is looked up in
+the student's kernel first (agent.py): a module becomes the judge's own import of that module, plain
+data is decoded here, and a function or object of the student's becomes a `Remote` that runs there
+when called. So `assert matmul_flops(2, 3, 4) == 48` compares, in the grader's process, the number
+the kernel sent back; the expected values, the reference, the comparison and the verdict never
+exist where student code runs. Checks that need the student's process (counting the torch
+operations a function runs, watching for float64) run there through `dlkit.dispatched_ops` and
+`dlkit.assert_no_float64`, whose answers decide only their own check.
+
+`dlkit` inside a test is `JudgeDlkit`: the real helpers, except `check_on_devices`, which visits the
+devices here, tells the kernel which device each call runs under, and records each device's result
+for the grader (results.py) directly, with no marker a kernel could send.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import contextlib
+import io
+import sys
+import time
+import types
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import dlkit
+from autograder.grading.messages import message
+from autograder.judge.remote import CallTimedOut, KernelLink, KernelLost, RefusedReply, Remote
+from dlkit import ondevice
+from dlkit.seeding import SEED_MARKER, seed_everything
+
+#: Most characters of what a test prints that the cell keeps.
+MAX_PRINTED = 20_000
+
+
+@dataclass
+class Verdict:
+    """One test cell's outcome as the judge decided it."""
+
+    passed: bool
+    ename: str = ""
+    evalue: str = ""
+    printed: str = ""
+    devices: dict[str, dict] = field(default_factory=dict)
+    kernel_lost: str | None = None
+    seconds: float = 0.0
+
+
+def free_names(source: str) -> list[str]:
+    """Names a cell reads without binding them anywhere in it (nor built-ins): what the notebook must provide."""
+    tree = ast.parse(source)
+    read, bound = [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read.append(node.id) if isinstance(node.ctx, ast.Load) else bound.add(node.id))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return [name for name in dict.fromkeys(read) if name not in bound and not hasattr(builtins, name)]
+
+
+class JudgeDlkit(types.ModuleType):
+    """What `import dlkit` gives a test in the judge: dlkit itself, with the three helpers that meet the kernel."""
+
+    def __init__(self, link: KernelLink, devices: dict[str, dict]) -> None:
+        super().__init__("dlkit", dlkit.__doc__)
+        self._link, self._devices = link, devices
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(dlkit, name)
+
+    def dispatched_ops(self, fn, *args):
+        """As dlkit.dispatched_ops; for a student's function the count is taken in their kernel."""
+        if isinstance(fn, Remote):
+            return self._link.call(fn, args, {}, watch="ops")
+        return dlkit.dispatched_ops(fn, *args)
+
+    def assert_no_float64(self, fn, *args, name: str = "the function"):
+        """As dlkit.assert_no_float64; for a student's function the operations are watched in their kernel."""
+        if isinstance(fn, Remote):
+            return self._link.call(fn, args, {}, watch="float64", name=name)
+        return dlkit.assert_no_float64(fn, *args, name=name)
+
+    def check_on_devices(self, check: Callable[[str], None], kinds: list[str] | None = None,
+                         framework: str = "torch") -> dict[str, str]:
+        """As dlkit.check_on_devices, recording each device's result for the grader instead of sending markers."""
+        if framework not in ondevice.FRAMEWORKS:
+            raise ValueError(f"framework must be one of {ondevice.FRAMEWORKS}, not {framework!r}")
+        statuses: dict[str, str] = {}
+        errors: dict[str, BaseException] = {}
+        for kind, present in ondevice._kinds_to_visit(kinds, framework):
+            if not present:
+                statuses[kind] = "skipped"
+                self._devices[kind] = {"status": "skipped", "message": ondevice._absence(kind, framework)}
+                continue
+            try:
+                with ondevice._placement(kind, framework), self._link.placed(kind, framework):
+                    check(kind)
+            except ondevice.SkipDevice as why:
+                statuses[kind] = "skipped"
+                self._devices[kind] = {"status": "skipped", "message": message(f"not run on {kind}: {why}")}
+            except Exception as err:
+                errors[kind] = err
+                statuses[kind] = "failed"
+                self._devices[kind] = {"status": "failed", "message": message(ondevice._describe(kind, err))}
+            else:
+                statuses[kind] = "passed"
+                self._devices[kind] = {"status": "passed", "message": ""}
+        if "cpu" in errors:
+            raise errors["cpu"]
+        if errors:
+            raise AssertionError("; ".join(ondevice._describe(kind, err) for kind, err in errors.items())
+                                 + " (passed on cpu)")
+        return statuses
+
+
+class JudgeSession:
+    """One notebook's test cells: the namespace they share in the judge, and the modules they may take from it.
+
+    `modules` are the top-level modules the instructor's notebook imports: a name the kernel reports as a
+    module is imported here only when it is one of them (a student cannot make the grader import anything).
+    """
+
+    def __init__(self, link: KernelLink, modules: set[str]) -> None:
+        self.link, self.modules = link, set(modules) | {"dlkit"}
+        self.shared: dict[str, Any] = {}  # what earlier test cells defined
+
+    def _import(self, name, globals=None, locals=None, fromlist=(), level=0):
+        if level == 0 and name.split(".")[0] == "dlkit":
+            if name == "dlkit" or not fromlist:
+                return self._view
+            return builtins.__import__(name, globals, locals, fromlist, level)
+        return builtins.__import__(name, globals, locals, fromlist, level)
+
+    def _namespace(self, source: str) -> dict[str, Any]:
+        names = [name for name in free_names(source) if name not in self.shared]
+        space: dict[str, Any] = {"__builtins__": {**vars(builtins), "__import__": self._import},
+                                 "__name__": "__judge__"}
+        space.update(self.shared)
+        for name, entry in (self.link.resolve(names) if names else {}).items():
+            if "value" in entry:
+                space[name] = entry["value"]
+            elif isinstance(entry.get("module"), str) and entry["module"].split(".")[0] in self.modules:
+                space[name] = self._view if entry["module"] == "dlkit" else _module(entry["module"])
+        return space
+
+    def run(self, grade_id: str, source: str, seed: int) -> Verdict:
+        """Run one test cell's code (visible and hidden) with the student's functions in their kernel."""
+        started = time.monotonic()
+        devices: dict[str, dict] = {}
+        self._view = JudgeDlkit(self.link, devices)
+        printed = io.StringIO()
+        verdict = Verdict(passed=True)
+        try:
+            with contextlib.redirect_stdout(printed), _torch_state():
+                print(f"{SEED_MARKER} {seed}")
+                self.link.seed(seed)
+                seed_everything(seed)
+                code = compile(source, f"<test {grade_id}>", "exec")
+                space = self._namespace(source)
+                before = set(space)
+                exec(code, space)
+                self.shared.update({k: v for k, v in space.items() if k not in before or k in self.shared})
+        except KernelLost as err:
+            verdict = Verdict(False, "DeadKernelError", str(err), kernel_lost=str(err))
+        except CallTimedOut as err:
+            verdict = Verdict(False, "CellTimeoutError", f"the hidden tests ran past the time limit: {err}")
+        except RefusedReply as err:
+            verdict = Verdict(False, "RefusedReply", str(err))
+        except SyntaxError as err:  # the test's own source: the instructor's, so say so plainly
+            verdict = Verdict(False, "SyntaxError", f"the test cell does not compile: {err}")
+        except Exception as err:
+            verdict = Verdict(False, type(err).__name__, str(err))
+        verdict.printed = printed.getvalue()[:MAX_PRINTED]
+        verdict.devices = devices
+        verdict.seconds = time.monotonic() - started
+        return verdict
+
+
+def _module(name: str) -> types.ModuleType:
+    __import__(name)
+    return sys.modules[name]
+
+
+@contextlib.contextmanager
+def _torch_state():
+    """Put back what a test may change in torch's global state, so the next submission's tests start alike."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    dtype, grad = torch.get_default_dtype(), torch.is_grad_enabled()
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(dtype)
+        torch.set_grad_enabled(grad)

@@ -1,0 +1,173 @@
+"""The kernel's half of the judge: run the student's code on the inputs the judge sends, send back plain data.
+
+The grader's judge (autograder/judge/) runs the hidden tests in its own process, outside the
+kernel's sandbox, with the reference and the expected values. Where a test calls a student's
+function, the judge asks the kernel to call it: one request per call, sent as a Jupyter
+`user_expressions` entry, `handle(request)`, whose text reply is one wire.py message. This module
+is that entry point. It holds nothing the judge relies on: a student may patch it, and then only
+changes what their own functions are seen to return, which the judge checks like any answer.
+
+Objects that are not plain data (a class instance, a module of the student's, a generator) stay
+here in a table, and the judge gets a handle: a number it can only ask about (call it, read an
+attribute). Nothing the kernel prints during a request goes anywhere: stdout and stderr are
+dropped, so a call that prints megabytes costs the grader nothing.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import io
+import types
+from typing import Any
+
+from . import wire
+
+#: Longest exception message a reply carries.
+MAX_MESSAGE = 4000
+_objects: dict[int, Any] = {}
+_handles: dict[int, int] = {}
+
+
+class _Raw(str):
+    """A reply whose text IPython shows as it is (no quotes, no escapes): the judge reads it as the message."""
+
+    def __repr__(self) -> str:
+        return str.__str__(self)
+
+    def _repr_pretty_(self, printer, cycle) -> None:
+        printer.text(str.__str__(self))
+
+
+def _as_handle(value: Any) -> dict:
+    """Keep `value` here and send a number for it, with what the judge may know without asking: type, callable."""
+    key = _handles.get(id(value))
+    if key is None or _objects.get(key) is not value:
+        key = len(_objects) + 1
+        _objects[key], _handles[id(value)] = value, key
+    kind = type(value)
+    return {"t": "handle", "v": key, "type": f"{kind.__module__}.{kind.__qualname__}", "callable": callable(value)}
+
+
+def _object(record: dict) -> Any:
+    key = record.get("v")
+    if type(key) is not int or key not in _objects:
+        raise wire.WireError(f"no object {key!r} in this kernel")
+    return _objects[key]
+
+
+def _encode(value: Any) -> Any:
+    return wire.Encoder(handle=_as_handle).encode(value)
+
+
+def _describe(value: Any) -> dict:
+    if isinstance(value, types.ModuleType):
+        return {"module": str(getattr(value, "__name__", ""))}
+    return {"value": _encode(value)}
+
+
+def _raised(err: BaseException) -> dict:
+    kind = type(err)
+    builtin = getattr(builtins, kind.__name__, None) is kind
+    return {"raised": {"type": kind.__name__, "builtin": builtin, "message": str(err)[:MAX_MESSAGE]}}
+
+
+def _placement(place: Any):
+    if not place:
+        return contextlib.nullcontext()
+    from .ondevice import _placement as placement
+
+    kind, framework = place
+    return placement(str(kind), str(framework))
+
+
+def _watched(watch: Any, fn, args: list, kwargs: dict, name: str):
+    """Call fn, watched as the test asked: count its torch operations, or refuse float64 on the way."""
+    from . import checks
+
+    if watch == "ops":
+        result, ops = checks.dispatched_ops(lambda *a: fn(*a, **kwargs), *args)
+        return result, {"ops": ops}
+    if watch == "float64":
+        return checks.assert_no_float64(lambda *a: fn(*a, **kwargs), *args, name=name), {}
+    return fn(*args, **kwargs), {}
+
+
+def _snapshot(values: list) -> list:
+    """Each argument's encoding now, to tell afterwards which ones the call changed (None: nothing to compare)."""
+    out = []
+    for value in values:
+        try:
+            out.append(wire.dumps({"v": wire.Encoder().encode(value)}))
+        except (wire.WireError, TypeError, ValueError):
+            out.append(None)
+    return out
+
+
+def _call(request: dict) -> dict:
+    target = _object({"v": request.get("target")})
+    method = request.get("method")
+    fn = getattr(target, str(method)) if method else target
+    decoder = wire.Decoder(resolve=_object)
+    args, kwargs = decoder.decode(request.get("args", [])), decoder.decode(request.get("kwargs", {"t": "dict", "v": []}))
+    if type(args) is not list or type(kwargs) is not dict:
+        raise wire.WireError("a call's arguments are a list and a dict")
+    before = _snapshot(args)
+    sink = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), _placement(request.get("place")):
+            result, observed = _watched(request.get("watch"), fn, args, kwargs, str(request.get("name", "")))
+    except Exception as err:
+        return _raised(err)
+    after = _snapshot(args)
+    changed = {str(i): _encode(arg) for i, (arg, old, new) in enumerate(zip(args, before, after)) if old != new}
+    same = next((i for i, arg in enumerate(args) if result is arg), None)
+    return {"ok": _encode(result), "changed": changed, "same_as_arg": same, **observed}
+
+
+def _serve(request: dict) -> dict:
+    op = request.get("op")
+    if op == "seed":
+        from .seeding import seed_everything
+
+        seed_everything(int(request["seed"]))
+        return {"ok": None}
+    if op == "resolve":
+        space = _user_namespace()
+        return {"names": {str(name): (_describe(space[name]) if name in space else {"missing": True})
+                          for name in request.get("names", [])}}
+    if op == "call":
+        return _call(request)
+    if op == "getattr":
+        try:
+            return {"ok": _encode(getattr(_object({"v": request.get("target")}), str(request.get("name"))))}
+        except Exception as err:
+            return _raised(err)
+    if op == "release":
+        _objects.clear()
+        _handles.clear()
+        return {"ok": None}
+    raise wire.WireError(f"unknown request {op!r}")
+
+
+def _user_namespace() -> dict:
+    """The notebook's variables: IPython's user namespace (the module's globals outside a kernel)."""
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    except ImportError:
+        shell = None
+    return shell.user_ns if shell is not None else {}
+
+
+def handle(request: str) -> _Raw:
+    """Answer one judge request (wire.py JSON); every failure of the request itself becomes an "error" reply."""
+    try:
+        reply = _serve(wire.loads(request))
+    except Exception as err:
+        reply = {"error": f"{type(err).__name__}: {str(err)[:MAX_MESSAGE]}"}
+    try:
+        return _Raw(wire.dumps(reply))
+    except (TypeError, ValueError) as err:
+        return _Raw(wire.dumps({"error": f"the reply could not be sent: {err}"[:MAX_MESSAGE]}))

@@ -56,7 +56,7 @@ def free_names(source: str) -> list[str]:
     read, bound = [], set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
-            (read.append(node.id) if isinstance(node.ctx, ast.Load) else bound.add(node.id))
+            (read.append((node.lineno, node.col_offset, node.id)) if isinstance(node.ctx, ast.Load) else bound.add(node.id))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound.add(node.name)
         elif isinstance(node, ast.arg):
@@ -65,7 +65,8 @@ def free_names(source: str) -> list[str]:
             bound |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ExceptHandler) and node.name:
             bound.add(node.name)
-    return [name for name in dict.fromkeys(read) if name not in bound and not hasattr(builtins, name)]
+    in_order = dict.fromkeys(name for _, _, name in sorted(read))
+    return [name for name in in_order if name not in bound and not hasattr(builtins, name)]
 
 
 class JudgeDlkit(types.ModuleType):

@@ -183,6 +183,17 @@ class Decoder:
         self._seen: list[Any] = []
 
     def decode(self, data: Any, depth: int = 0) -> Any:
+        """The value `data` stands for; anything malformed in it raises WireError, whatever failed underneath."""
+        if depth:
+            return self._decode(data, depth)
+        try:
+            return self._decode(data, depth)
+        except WireError:
+            raise
+        except (ValueError, TypeError, RuntimeError, OverflowError, KeyError, AttributeError, MemoryError) as err:
+            raise WireError(f"{type(err).__name__}: {err}") from None
+
+    def _decode(self, data: Any, depth: int = 0) -> Any:
         if depth > MAX_DEPTH:
             raise WireError(f"nested deeper than {MAX_DEPTH}")
         if data is None or type(data) in (bool, str, int, float):

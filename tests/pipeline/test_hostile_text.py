@@ -72,7 +72,8 @@ def test_loud_honest_code_keeps_its_markers(graded):
     tests = {c.metadata.nbgrader.grade_id: c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
     loud = tests["test_to_numpy_plain"]
     assert len("".join(o.get("text", "") for o in loud.outputs)) < 2**20, "what it printed was cut down"
-    assert loud.metadata[METADATA_KEY]["integrity"] and loud.metadata[METADATA_KEY]["devices"]
+    # 01's tests run in the judge, which records each device's result itself (no integrity marker to carry)
+    assert set(loud.metadata[METADATA_KEY]["devices"]) >= {"cpu"}
     devices = {r["device"] for r in graded.results
                if (r["student_id"], r["grade_id"]) == ("loud_but_correct", "test_to_numpy_plain")}
     assert "cpu" in devices, "its device markers made their rows"

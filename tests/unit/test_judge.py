@@ -1,0 +1,197 @@
+"""The judge (autograder/judge/) in a real kernel: test cells run in the grader's process, student code in the kernel.
+
+One kernel through GuardedExecute, as grading runs it: answer cells execute in the kernel, test cells
+the judge decides. Each test below reads one cell of that run: the verdicts come from comparisons the
+kernel cannot reach, whatever the submission patched, printed, returned or replied.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from traitlets.config import Config
+
+from autograder.grading.markers import METADATA_KEY
+from autograder.grading.preprocessors import GuardedExecute
+from autograder.judge.preprocess import JUDGED
+from autograder.judge.session import free_names
+
+from .notebooks import answer_cell, graded_cell, notebook
+from .test_guarded_execute import GRADER_CELL, errors, text
+
+STUDENT = '''
+import math, numpy as np, torch, dlkit
+
+def flops(n, k, m):
+    return 2 * n * k * m
+
+def wrong_flops(n, k, m):
+    return n * k * m
+
+class Liar(int):
+    def __eq__(self, other):
+        return True
+    __hash__ = int.__hash__
+
+def lying_flops(n, k, m):
+    return Liar(0)
+
+def numpy_int_flops(n, k, m):
+    return np.int64(2 * n * k * m)
+
+def overwrites(x):
+    x.mul_(0)
+    return x.sum()
+
+def strict(x):
+    if x < 0:
+        raise ValueError("negative input")
+    return math.sqrt(x)
+
+def loops_forever(x):
+    while True:
+        pass
+
+def loud(x):
+    for _ in range(2000):
+        print("x" * 1000)
+    return x + 1
+
+def relu(t):
+    return t.clamp_min(0)
+
+def relu_on_cpu(t):
+    return t.cpu().clamp_min(0)
+
+def make_counter():
+    state = {"n": 0}
+    def step():
+        state["n"] += 1
+        return state["n"]
+    return step
+
+# Everything an in-kernel checker would rely on, replaced: none of it is the judge's.
+math.isclose = lambda *a, **k: True
+np.allclose = torch.allclose = lambda *a, **k: True
+dlkit.assert_close = dlkit.checks.assert_close = lambda *a, **k: None
+'''
+
+TESTS = {
+    "test_right": "assert flops(2, 3, 4) == 48\nimport random\nn = random.randint(1, 99)\nassert flops(n, 1, 1) == 2 * n",
+    "test_wrong": "assert wrong_flops(2, 3, 4) == 48, f'expected 48, got {wrong_flops(2, 3, 4)}'",
+    "test_liar": "assert lying_flops(2, 3, 4) == 48, 'a lying int'",
+    "test_numpy_int": "got = numpy_int_flops(2, 3, 4)\nassert type(got) is int, f'an int, got {type(got).__name__}'",
+    "test_aliasing": ("import torch\nx = torch.ones(3)\ntotal = overwrites(x)\n"
+                      "assert float(total) == 0.0\nassert x.tolist() == [1.0, 1.0, 1.0], 'the argument was overwritten'"),
+    "test_exception": ("try:\n    strict(-1.0)\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError('no error')\n"
+                       "import math\nassert math.isclose(strict(4.0), 2.0)\nassert not math.isclose(strict(9.0), 2.0)"),
+    "test_patched_checks": "import dlkit, torch\ndlkit.assert_close(wrong_flops(2, 3, 4), 48, name='flops')",
+    "test_timeout": "loops_forever(1)",
+    "test_after_timeout": "assert flops(1, 1, 1) == 2",
+    "test_loud": "assert loud(1) == 2",
+    "test_devices": ("import dlkit, torch\ndef check(kind):\n    t = torch.randn(5, device=dlkit.as_torch_device(kind))\n"
+                     "    out = relu_on_cpu(t)\n    dlkit.assert_same_placement(out, t, name='relu')\n"
+                     "dlkit.check_on_devices(check, kinds=['cpu', 'fakegpu'])"),
+    "test_handles": "step = make_counter()\nassert (step(), step(), step()) == (1, 2, 3)",
+    "test_ops": ("import dlkit, torch\n_, small = dlkit.dispatched_ops(relu, torch.randn(10))\n"
+                 "_, large = dlkit.dispatched_ops(relu, torch.randn(1000))\nassert small == large == 1, (small, large)"),
+    "test_missing": "assert never_defined(1) == 1",
+    "test_agent_replaced": ("assert flops(2, 3, 4) == 48"),
+    "test_after_agent_replaced": "assert flops(2, 3, 4) == 48",
+}
+#: Cells the kernel runs between the test cells: the submission replaces the judge's agent before this test.
+BREAKS_AGENT = ("import dlkit.agent\n"
+                "dlkit.agent.handle = lambda request: dlkit.agent._Raw('{\"ok\": 48, \"changed\": {}}')")
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory):
+    cells = [answer_cell("answers", GRADER_CELL), answer_cell("student", STUDENT)]
+    for grade_id, source in TESTS.items():
+        if grade_id == "test_agent_replaced":
+            cells.append(answer_cell("breaks_agent", BREAKS_AGENT))
+        cells.append(graded_cell(grade_id, "raise AssertionError('the kernel ran the test cell')"))
+    resources = {"metadata": {"path": str(tmp_path_factory.mktemp("judged"))},
+                 JUDGED: {"modules": ["math", "numpy", "torch", "dlkit", "random"],
+                          "cells": {g: {"seed": 7, "source": s} for g, s in TESTS.items()}}}
+    config = Config()
+    config.Execute.timeout = 5
+    config.GuardedExecute.stuck_grace = 1.0
+    config.GuardedExecute.notebook_timeout = 120
+    start = time.monotonic()
+    nb, _ = GuardedExecute(config=config).preprocess(notebook(*cells), resources)
+    by_id = {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells}
+    return by_id, time.monotonic() - start
+
+
+def failure(judged, grade_id: str) -> str:
+    found = errors(judged[0][grade_id])
+    return " ".join(f"{name}: {value}" for name, value in found)
+
+
+def test_a_right_answer_passes_and_the_kernel_never_runs_the_test_cell(judged):
+    cell = judged[0]["test_right"]
+    assert errors(cell) == [], errors(cell)
+    assert "[dlkit-seed] 7" in text(cell), "the seed a TA needs to draw the same inputs is printed"
+
+
+def test_a_wrong_answer_fails_with_the_tests_own_message(judged):
+    assert failure(judged, "test_wrong") == "AssertionError: expected 48, got 24"
+
+
+def test_patched_comparisons_in_the_kernel_change_nothing(judged):
+    assert "flops is off" in failure(judged, "test_patched_checks")
+    assert failure(judged, "test_exception") == "", "math.isclose is the judge's own, so 3 is not close to 2"
+
+
+def test_an_object_whose_methods_lie_stays_in_the_kernel(judged):
+    assert failure(judged, "test_liar") == "AssertionError: a lying int"
+
+
+def test_exact_types_come_back(judged):
+    assert failure(judged, "test_numpy_int") == "AssertionError: an int, got int64"
+
+
+def test_an_argument_overwritten_in_the_kernel_is_overwritten_in_the_judge(judged):
+    assert failure(judged, "test_aliasing") == "AssertionError: the argument was overwritten"
+
+
+def test_a_call_past_the_time_limit_fails_its_test_and_the_next_one_runs(judged):
+    assert "past the time limit" in failure(judged, "test_timeout")
+    assert failure(judged, "test_after_timeout") == ""
+
+
+def test_what_student_code_prints_during_a_call_goes_nowhere(judged):
+    cell = judged[0]["test_loud"]
+    assert errors(cell) == [] and len(text(cell)) < 100
+
+
+def test_each_device_is_recorded_by_the_judge(judged):
+    cell = judged[0]["test_devices"]
+    devices = cell.metadata[METADATA_KEY]["devices"]
+    assert devices["cpu"]["status"] == "passed"
+    assert devices["fakegpu"]["status"] == "failed" and "device" in devices["fakegpu"]["message"]
+
+
+def test_functions_the_student_returns_run_in_the_kernel(judged):
+    assert failure(judged, "test_handles") == ""
+
+
+def test_operations_are_counted_in_the_kernel(judged):
+    assert failure(judged, "test_ops") == ""
+
+
+def test_a_name_the_notebook_lacks_fails_as_python_would(judged):
+    assert failure(judged, "test_missing") == "NameError: name 'never_defined' is not defined"
+
+
+def test_a_replaced_agent_gets_no_points(judged):
+    """The submission answers every request with 48: the resolve request gets no names, so the test fails."""
+    assert "RefusedReply" in failure(judged, "test_agent_replaced")
+    assert "RefusedReply" in failure(judged, "test_after_agent_replaced")
+
+
+def test_free_names_are_what_the_cell_reads_and_does_not_define():
+    source = "import numpy as np\ndef f(a):\n    return g(a) + np.pi\nx = [h(y) for y in range(3)]\nprint(f(x), z)"
+    assert free_names(source) == ["g", "h", "z"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from functools import lru_cache
+from typing import Callable
 from pathlib import Path
 from queue import Empty
 
@@ -24,6 +25,7 @@ from nbgrader.utils import is_grade, is_solution
 
 from autograder.course import grade_id_of, notebook_imports
 from autograder.judge.remote import CallTimedOut, KernelLost, RefusedReply
+from dlkit.agent import CALLBACK_PROMPT
 from dlkit.seeding import seed_for
 
 #: The resources key under which JudgeTests leaves {"modules": [...], "cells": {grade_id: {"seed", "source"}}}.
@@ -74,11 +76,11 @@ class KernelTransport:
     def __init__(self, client) -> None:
         self.client = client
 
-    def __call__(self, request: str, timeout: float) -> str:
+    def __call__(self, request: str, timeout: float, answer: Callable[[str], str]) -> str:
         client = self.client
-        msg_id = client.kc.execute("", silent=True, store_history=False,
+        msg_id = client.kc.execute("", silent=True, store_history=False, allow_stdin=True,
                                    user_expressions={"r": AGENT_CALL.format(request=request)})
-        reply = run_sync(self._wait)(msg_id, timeout)
+        reply = run_sync(self._wait)(msg_id, timeout, answer)
         content = reply.get("content", {}) if isinstance(reply, dict) else {}
         answer = (content.get("user_expressions") or {}).get("r") if content.get("status") == "ok" else None
         if not isinstance(answer, dict) or answer.get("status") != "ok":
@@ -89,18 +91,24 @@ class KernelTransport:
             raise RefusedReply("the kernel's answer to the grader was not text")
         return text
 
-    async def _wait(self, msg_id: str, timeout: float) -> dict:
+    async def _wait(self, msg_id: str, timeout: float, answer: Callable[[str], str]) -> dict:
         """The reply to msg_id within `timeout`; the kernel's output meanwhile is dropped (the request's is not a
         cell's). Past the time: interrupt, then CallTimedOut, or KernelLost if the kernel does not come back."""
         kc = self.client.kc
         deadline = time.monotonic() + timeout
+        wait, checked = 0.001, time.monotonic()  # short waits while calls come back fast, longer for slow ones
         while True:
             await self._drop_output()
+            if await self._answer_callbacks(msg_id, answer):
+                wait = 0.001
             try:
-                msg = await kc.shell_channel.get_msg(timeout=min(0.2, max(0.01, deadline - time.monotonic())))
+                msg = await kc.shell_channel.get_msg(timeout=wait)
             except Empty:
-                if not await ensure_async(kc.is_alive()):
-                    raise KernelLost(self._why_dead()) from None
+                wait = min(2 * wait, 0.05)
+                if time.monotonic() - checked > 0.2:
+                    checked = time.monotonic()
+                    if not await ensure_async(kc.is_alive()):
+                        raise KernelLost(self._why_dead()) from None
                 if time.monotonic() >= deadline:
                     break
                 continue
@@ -112,6 +120,21 @@ class KernelTransport:
         except Empty:
             raise KernelLost("a call ran past the time limit and its kernel ignored the interrupt") from None
         raise CallTimedOut(f"a call into the submission's code was still running after {timeout:.0f} s")
+
+    async def _answer_callbacks(self, msg_id: str, answer: Callable[[str], str]) -> bool:
+        """Answer the kernel's calls of the judge's functions (input requests of this request only); any answered?"""
+        stdin, answered = self.client.kc.stdin_channel, False
+        while True:
+            try:
+                msg = await stdin.get_msg(timeout=0)
+            except Empty:
+                return answered
+            answered = True
+            prompt = (msg.get("content") or {}).get("prompt")
+            if msg.get("msg_type") != "input_request" or msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            ok = isinstance(prompt, str) and prompt.startswith(CALLBACK_PROMPT)
+            self.client.kc.input(answer(prompt[len(CALLBACK_PROMPT):]) if ok else "\x04")  # EOF for any other input()
 
     async def _drop_output(self) -> None:
         iopub = self.client.kc.iopub_channel

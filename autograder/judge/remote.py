@@ -31,8 +31,9 @@ class StudentError(Exception):
     """The student's code raised an exception that is not one of Python's own (its class stays in the kernel)."""
 
 
-#: Sends one request's text and returns the reply's text within `timeout` seconds (GuardedExecute's kernel).
-Transport = Callable[[str, float], str]
+#: Sends one request's text and returns the reply's text within `timeout` seconds (GuardedExecute's kernel); calls of
+#: the judge's functions that arrive meanwhile are answered with the link's `answer_callback`.
+Transport = Callable[[str, float, Callable[[str], str]], str]
 
 
 class Remote:
@@ -85,6 +86,7 @@ class KernelLink:
     def __init__(self, transport: Transport, timeout: Callable[[], float]) -> None:
         self._transport, self._timeout = transport, timeout
         self.place: tuple[str, str] | None = None
+        self.callbacks: dict[int, Callable] = {}  # the judge's functions passed to student code, by number
 
     @contextlib.contextmanager
     def placed(self, kind: str, framework: str) -> Iterator[None]:
@@ -99,7 +101,7 @@ class KernelLink:
         timeout = self._timeout()
         if timeout <= 0:
             raise CallTimedOut("the test ran past its time limit")
-        text = self._transport(wire.dumps(message), timeout)
+        text = self._transport(wire.dumps(message), timeout, self.answer_callback)
         try:
             reply = wire.loads(text)
         except wire.WireError as err:
@@ -142,7 +144,7 @@ class KernelLink:
         objects, so a test sees an argument its call overwrote. Returns the decoded result (with `watch`:
         (result, what was observed)); the student's exception is raised as such.
         """
-        encoder = wire.Encoder(handle=_handle_of)
+        encoder = wire.Encoder(handle=self._handle_of)
         try:
             sent_args, sent_kwargs = encoder.encode(list(args)), encoder.encode(dict(kwargs))
         except wire.WireError as err:
@@ -171,6 +173,36 @@ class KernelLink:
             return result, ops
         return result
 
+    def _handle_of(self, value: Any) -> dict:
+        """A Remote goes back to the kernel as its handle, a function of the judge's as a callback number."""
+        if isinstance(value, Remote):
+            return {"t": "handle", "v": value._key}
+        if callable(value):
+            key = len(self.callbacks) + 1
+            self.callbacks[key] = value
+            return {"t": "handle", "v": key, "callback": True}
+        raise wire.WireError(f"a {type(value).__qualname__} is not plain data")
+
+    def answer_callback(self, text: str) -> str:
+        """Run one of the judge's functions on the arguments the kernel sent; the reply's text (a wire message).
+
+        The arguments are plain data from the student's process, so the function (the test's own) runs here on
+        values, never on objects of theirs; whatever it raises goes back to the student's code as an exception.
+        """
+        try:
+            request = wire.loads(text)
+            fn = self.callbacks[int(request.get("callback"))]
+            args, kwargs = self.decode(request.get("args", [])), self.decode(request.get("kwargs", {"t": "dict", "v": []}))
+            if type(args) is not list or type(kwargs) is not dict:
+                raise wire.WireError("a call's arguments are a list and a dict")
+        except (wire.WireError, KeyError, ValueError, TypeError, RefusedReply) as err:
+            return wire.dumps({"raised": {"type": "ValueError", "message": f"the grader refused the call: {err}"[:500]}})
+        try:
+            result = fn(*args, **kwargs)
+            return wire.dumps({"ok": wire.Encoder(handle=self._handle_of).encode(result)})
+        except Exception as err:
+            return wire.dumps({"raised": {"type": type(err).__name__, "message": str(err)[:4000]}})
+
     def getattr(self, target: Remote, name: str) -> Any:
         reply = self.request({"op": "getattr", "target": target._key, "name": name})
         if "raised" in reply:
@@ -181,11 +213,6 @@ class KernelLink:
         self.request({"op": "release"})
 
 
-def _handle_of(value: Any) -> dict:
-    """A Remote goes back to the kernel as its handle; anything else the judge cannot send."""
-    if isinstance(value, Remote):
-        return {"t": "handle", "v": value._key}
-    raise wire.WireError(f"a {type(value).__qualname__} is not plain data")
 
 
 def write_back(local: Any, changed: Any) -> None:

@@ -49,7 +49,35 @@ def _as_handle(value: Any) -> dict:
     return {"t": "handle", "v": key, "type": f"{kind.__module__}.{kind.__qualname__}", "callable": callable(value)}
 
 
+class _Callback:
+    """A function of the judge's, passed to the student's code (the `f` of a numeric gradient): each call is an
+    input request to the judge (Jupyter's stdin channel), which runs its function on the plain data sent."""
+
+    def __init__(self, key: int) -> None:
+        self._key = key
+
+    def __call__(self, *args, **kwargs):
+        from IPython import get_ipython
+
+        encoder = wire.Encoder(handle=_as_handle)
+        request = {"callback": self._key, "args": encoder.encode(list(args)), "kwargs": encoder.encode(dict(kwargs))}
+        reply = wire.loads(get_ipython().kernel.raw_input(CALLBACK_PROMPT + wire.dumps(request)))
+        if "raised" in reply:
+            raised = reply["raised"]
+            kind = getattr(builtins, str(raised.get("type")), None)
+            if not (isinstance(kind, type) and issubclass(kind, Exception)):
+                kind = RuntimeError
+            raise kind(str(raised.get("message", "")))
+        return wire.Decoder(resolve=_object).decode(reply.get("ok"))
+
+
+#: What starts the prompt of an input request that is a call of one of the judge's functions.
+CALLBACK_PROMPT = "[dlkit-callback] "
+
+
 def _object(record: dict) -> Any:
+    if record.get("callback") is True and type(record.get("v")) is int:
+        return _Callback(record["v"])
     key = record.get("v")
     if type(key) is not int or key not in _objects:
         raise wire.WireError(f"no object {key!r} in this kernel")

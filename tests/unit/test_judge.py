@@ -64,6 +64,21 @@ def relu(t):
 def relu_on_cpu(t):
     return t.cpu().clamp_min(0)
 
+def numeric_gradient(f, x, h=1e-5):
+    grad = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        old = x[i]
+        x[i] = old + h
+        up = f(x)
+        x[i] = old - h
+        down = f(x)
+        x[i] = old
+        grad[i] = (up - down) / (2 * h)
+    return grad
+
+def calls_back_with_an_object(f):
+    return f(object())
+
 def make_counter():
     state = {"n": 0}
     def step():
@@ -97,6 +112,11 @@ TESTS = {
     "test_ops": ("import dlkit, torch\n_, small = dlkit.dispatched_ops(relu, torch.randn(10))\n"
                  "_, large = dlkit.dispatched_ops(relu, torch.randn(1000))\nassert small == large == 1, (small, large)"),
     "test_missing": "assert never_defined(1) == 1",
+    "test_callback": ("import numpy as np, dlkit\nx = np.random.randn(3, 4)\nbefore = x.copy()\n"
+                      "grad = numeric_gradient(lambda v: float(np.sum(v ** 2)), x)\n"
+                      "dlkit.assert_close(grad, 2 * before, rtol=1e-4, atol=1e-6)\nassert np.array_equal(x, before)"),
+    "test_callback_gets_no_objects": ("got = calls_back_with_an_object(lambda v: type(v).__name__)\n"
+                                      "assert got == 'Remote', f'the judge function was given a {got}'"),
     "test_agent_replaced": ("assert flops(2, 3, 4) == 48"),
     "test_after_agent_replaced": "assert flops(2, 3, 4) == 48",
 }
@@ -184,6 +204,11 @@ def test_operations_are_counted_in_the_kernel(judged):
 
 def test_a_name_the_notebook_lacks_fails_as_python_would(judged):
     assert failure(judged, "test_missing") == "NameError: name 'never_defined' is not defined"
+
+
+def test_functions_of_the_judge_run_in_the_judge_when_student_code_calls_them(judged):
+    assert failure(judged, "test_callback") == ""
+    assert failure(judged, "test_callback_gets_no_objects") == ""
 
 
 def test_a_replaced_agent_gets_no_points(judged):

@@ -203,7 +203,8 @@ class GuardedExecute(Execute):
         self._judge_deadline = time.monotonic() + min(self.timeout or remaining, remaining)
         test = judged_cells(resources)[grade_id_of(cell)]
         verdict = self._judge.run(grade_id_of(cell), test["source"], test["seed"])
-        cell.outputs = [NotebookNode(output_type="stream", name="stdout", text=verdict.printed)] if verdict.printed else []
+        printed = [NotebookNode(output_type="stream", name="stdout", text=verdict.printed)] if verdict.printed else []
+        cell.outputs = printed
         if not verdict.passed:
             cell.outputs.append(error_output(verdict.ename, message(verdict.evalue)))
         if verdict.devices:
@@ -429,7 +430,8 @@ class SeedTests(NbGraderPreprocessor):
         student, assignment = resources["nbgrader"]["student"], resources["nbgrader"]["assignment"]
         judged = judged_cells(resources)
         for cell in nb.cells:
-            if cell.cell_type == "code" and is_grade(cell) and not is_solution(cell) and grade_id_of(cell) not in judged:
+            test = cell.cell_type == "code" and is_grade(cell) and not is_solution(cell)
+            if test and grade_id_of(cell) not in judged:
                 seed = seed_for(student, assignment, grade_id_of(cell))
                 cell.source = (f"__import__('dlkit.seeding').seeding.seed_test({seed})  # inserted by the grader\n"
                                + cell.source)

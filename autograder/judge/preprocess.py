@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import time
 from functools import lru_cache
-from typing import Callable
 from pathlib import Path
 from queue import Empty
+from typing import Callable
 
 import nbformat
 from jupyter_core.utils import ensure_async, run_sync
@@ -38,7 +38,8 @@ def source_notebook(config, resources: dict) -> nbformat.NotebookNode:
     """The instructor's source notebook of the notebook being graded (trusted: never the student's copy)."""
     meta = resources["nbgrader"]
     coursedir = CourseDirectory(config=config)
-    path = Path(coursedir.format_path(coursedir.source_directory, ".", meta["assignment"])) / (meta["notebook"] + ".ipynb")
+    folder = Path(coursedir.format_path(coursedir.source_directory, ".", meta["assignment"]))
+    path = folder / (meta["notebook"] + ".ipynb")
     return _read(str(path), path.stat().st_mtime_ns)
 
 

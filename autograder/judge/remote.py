@@ -192,11 +192,13 @@ class KernelLink:
         try:
             request = wire.loads(text)
             fn = self.callbacks[int(request.get("callback"))]
-            args, kwargs = self.decode(request.get("args", [])), self.decode(request.get("kwargs", {"t": "dict", "v": []}))
+            args = self.decode(request.get("args", []))
+            kwargs = self.decode(request.get("kwargs", {"t": "dict", "v": []}))
             if type(args) is not list or type(kwargs) is not dict:
                 raise wire.WireError("a call's arguments are a list and a dict")
         except (wire.WireError, KeyError, ValueError, TypeError, RefusedReply) as err:
-            return wire.dumps({"raised": {"type": "ValueError", "message": f"the grader refused the call: {err}"[:500]}})
+            why = f"the grader refused the call: {err}"[:500]
+            return wire.dumps({"raised": {"type": "ValueError", "message": why}})
         try:
             result = fn(*args, **kwargs)
             return wire.dumps({"ok": wire.Encoder(handle=self._handle_of).encode(result)})

@@ -56,7 +56,10 @@ def free_names(source: str) -> list[str]:
     read, bound = [], set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
-            (read.append((node.lineno, node.col_offset, node.id)) if isinstance(node.ctx, ast.Load) else bound.add(node.id))
+            if isinstance(node.ctx, ast.Load):
+                read.append((node.lineno, node.col_offset, node.id))
+            else:
+                bound.add(node.id)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound.add(node.name)
         elif isinstance(node, ast.arg):

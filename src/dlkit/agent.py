@@ -137,7 +137,8 @@ def _call(request: dict) -> dict:
     method = request.get("method")
     fn = getattr(target, str(method)) if method else target
     decoder = wire.Decoder(resolve=_object)
-    args, kwargs = decoder.decode(request.get("args", [])), decoder.decode(request.get("kwargs", {"t": "dict", "v": []}))
+    args = decoder.decode(request.get("args", []))
+    kwargs = decoder.decode(request.get("kwargs", {"t": "dict", "v": []}))
     if type(args) is not list or type(kwargs) is not dict:
         raise wire.WireError("a call's arguments are a list and a dict")
     before = _snapshot(args)

@@ -113,7 +113,8 @@ class Encoder:
             return {"t": "tuple", "v": [self.encode(item, depth + 1) for item in value]}
         if kind is dict:
             self._remember(value)
-            return {"t": "dict", "v": [[self.encode(k, depth + 1), self.encode(v, depth + 1)] for k, v in value.items()]}
+            pairs = [[self.encode(k, depth + 1), self.encode(v, depth + 1)] for k, v in value.items()]
+            return {"t": "dict", "v": pairs}
         if kind is slice:
             return {"t": "slice", "v": [self.encode(value.start), self.encode(value.stop), self.encode(value.step)]}
         if value is Ellipsis:

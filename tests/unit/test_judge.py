@@ -93,24 +93,29 @@ dlkit.assert_close = dlkit.checks.assert_close = lambda *a, **k: None
 '''
 
 TESTS = {
-    "test_right": "assert flops(2, 3, 4) == 48\nimport random\nn = random.randint(1, 99)\nassert flops(n, 1, 1) == 2 * n",
+    "test_right": ("assert flops(2, 3, 4) == 48\nimport random\nn = random.randint(1, 99)\n"
+                   "assert flops(n, 1, 1) == 2 * n"),
     "test_wrong": "assert wrong_flops(2, 3, 4) == 48, f'expected 48, got {wrong_flops(2, 3, 4)}'",
     "test_liar": "assert lying_flops(2, 3, 4) == 48, 'a lying int'",
     "test_numpy_int": "got = numpy_int_flops(2, 3, 4)\nassert type(got) is int, f'an int, got {type(got).__name__}'",
     "test_aliasing": ("import torch\nx = torch.ones(3)\ntotal = overwrites(x)\n"
-                      "assert float(total) == 0.0\nassert x.tolist() == [1.0, 1.0, 1.0], 'the argument was overwritten'"),
-    "test_exception": ("try:\n    strict(-1.0)\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError('no error')\n"
+                      "assert float(total) == 0.0\n"
+                      "assert x.tolist() == [1.0, 1.0, 1.0], 'the argument was overwritten'"),
+    "test_exception": ("try:\n    strict(-1.0)\nexcept ValueError:\n    pass\n"
+                       "else:\n    raise AssertionError('no error')\n"
                        "import math\nassert math.isclose(strict(4.0), 2.0)\nassert not math.isclose(strict(9.0), 2.0)"),
     "test_patched_checks": "import dlkit, torch\ndlkit.assert_close(wrong_flops(2, 3, 4), 48, name='flops')",
     "test_timeout": "loops_forever(1)",
     "test_after_timeout": "assert flops(1, 1, 1) == 2",
     "test_loud": "assert loud(1) == 2",
-    "test_devices": ("import dlkit, torch\ndef check(kind):\n    t = torch.randn(5, device=dlkit.as_torch_device(kind))\n"
+    "test_devices": ("import dlkit, torch\ndef check(kind):\n"
+                     "    t = torch.randn(5, device=dlkit.as_torch_device(kind))\n"
                      "    out = relu_on_cpu(t)\n    dlkit.assert_same_placement(out, t, name='relu')\n"
                      "dlkit.check_on_devices(check, kinds=['cpu', 'fakegpu'])"),
     "test_handles": "step = make_counter()\nassert (step(), step(), step()) == (1, 2, 3)",
     "test_ops": ("import dlkit, torch\n_, small = dlkit.dispatched_ops(relu, torch.randn(10))\n"
-                 "_, large = dlkit.dispatched_ops(relu, torch.randn(1000))\nassert small == large == 1, (small, large)"),
+                 "_, large = dlkit.dispatched_ops(relu, torch.randn(1000))\n"
+                 "assert small == large == 1, (small, large)"),
     "test_missing": "assert never_defined(1) == 1",
     "test_callback": ("import numpy as np, dlkit\nx = np.random.randn(3, 4)\nbefore = x.copy()\n"
                       "grad = numeric_gradient(lambda v: float(np.sum(v ** 2)), x)\n"

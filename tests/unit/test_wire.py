@@ -93,7 +93,10 @@ class LyingArray(np.ndarray):
         raise RuntimeError("reads the caller's frames")
 
 
-@pytest.mark.parametrize("value", [LyingInt(3), np.zeros(3).view(LyingArray), object(), lambda: 1, np.array([object()])])
+NOT_PLAIN = [LyingInt(3), np.zeros(3).view(LyingArray), object(), lambda: 1, np.array([object()])]
+
+
+@pytest.mark.parametrize("value", NOT_PLAIN)
 def test_anything_not_plain_data_becomes_a_handle_or_is_refused(value):
     handles = []
     encoded = wire.Encoder(handle=lambda v: handles.append(v) or {"t": "handle", "v": 1}).encode(value)

@@ -10,6 +10,7 @@ an exception a test could catch and pass over (`RefusedReply` is not an `Excepti
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Any, Callable, Iterator
 
 from dlkit import wire
@@ -37,14 +38,29 @@ Transport = Callable[[str, float, Callable[[str], str]], str]
 
 
 class Remote:
-    """An object that lives in the student's kernel: calling it or reading an attribute asks the kernel."""
+    """An object that lives in the student's kernel: calling it or reading an attribute asks the kernel.
 
-    __slots__ = ("_link", "_key", "_type", "_callable")
+    Usable Remotes are the notebook's own definitions (its functions and classes, found by name), their
+    attributes, and objects built by calling one of its classes. What a student's function *returns* that
+    is not plain data is opaque: any use of it (a method, `len`, truth, arithmetic) raises TypeError, since
+    its methods would answer with the student's code (`got.min()` of an object whose `min` lies). A value a
+    test checks must come back as a number, an array or a tensor.
+    """
 
-    def __init__(self, link: "KernelLink", key: int, type_name: str, is_callable: bool) -> None:
+    __slots__ = ("_link", "_key", "_type", "_callable", "_usable", "_class")
+
+    def __init__(self, link: "KernelLink", key: int, type_name: str, is_callable: bool, *, usable: bool = True,
+                 is_class: bool = False) -> None:
         self._link, self._key, self._type, self._callable = link, key, type_name, is_callable
+        self._usable, self._class = usable, is_class
+
+    def _use(self) -> None:
+        if not self._usable:
+            raise TypeError(f"the submission returned a {self._type}, not a value the grader can check "
+                            "(a number, a string, a NumPy array or a torch tensor)")
 
     def __call__(self, *args, **kwargs):
+        self._use()
         if not self._callable:
             raise TypeError(f"'{self._type}' object is not callable")
         return self._link.call(self, args, kwargs)
@@ -52,13 +68,20 @@ class Remote:
     def __getattr__(self, name: str):
         if name.startswith("__"):
             raise AttributeError(name)
+        self._use()
         return self._link.getattr(self, name)
 
     def __len__(self) -> int:
+        self._use()
         return self._link.call(self, (), {}, method="__len__")
 
     def __getitem__(self, key):
+        self._use()
         return self._link.call(self, (key,), {}, method="__getitem__")
+
+    def __bool__(self) -> bool:
+        self._use()
+        return True
 
     def __repr__(self) -> str:
         return f"<a {self._type} in the student's kernel>"
@@ -110,13 +133,16 @@ class KernelLink:
             raise RefusedReply(f"the kernel could not answer the grader: {str(reply['error'])[:500]}")
         return reply
 
-    def decoder(self) -> wire.Decoder:
-        return wire.Decoder(resolve=lambda record: Remote(self, int(record.get("v", 0)), str(record.get("type"))[:200],
-                                                          record.get("callable") is True))
+    def decoder(self, autograd: bool = True, usable: bool = True) -> wire.Decoder:
+        """A decoder whose handles become Remotes: usable ones for names and attributes, opaque ones for what
+        student code computed (a value the test needs must come back as plain data)."""
+        return wire.Decoder(resolve=lambda record: Remote(
+            self, int(record.get("v", 0)), str(record.get("type"))[:200], record.get("callable") is True,
+            usable=usable, is_class=record.get("class") is True), autograd=autograd)
 
-    def decode(self, data: Any) -> Any:
+    def decode(self, data: Any, usable: bool = True) -> Any:
         try:
-            return self.decoder().decode(data)
+            return self.decoder(usable=usable).decode(data)
         except (wire.WireError, ValueError, TypeError, RuntimeError) as err:
             raise RefusedReply(f"the kernel's reply was not plain data: {err}") from None
 
@@ -141,16 +167,21 @@ class KernelLink:
         """Call a function (or a method) of the kernel's with `args`, as the test would have called it there.
 
         Arguments go by value; those the call changed in place come back and are written into the judge's own
-        objects, so a test sees an argument its call overwrote. Returns the decoded result (with `watch`:
-        (result, what was observed)); the student's exception is raised as such.
+        objects, so a test sees an argument its call overwrote. Where an argument requires grad, the result is
+        linked into the judge's autograd graph: backpropagating through it asks the kernel for the call's input
+        gradients (the student's backward runs there). Returns the decoded result (with `watch`: (result, what
+        was observed)); the student's exception is raised as such. What the call returns that is not plain data
+        comes back opaque (see Remote), unless the callee is a class: a constructed object may be used.
         """
         encoder = wire.Encoder(handle=self._handle_of)
         try:
             sent_args, sent_kwargs = encoder.encode(list(args)), encoder.encode(dict(kwargs))
         except wire.WireError as err:
             raise TypeError(f"the judge cannot send this argument to the kernel: {err}") from None
+        inputs = _requiring_grad(encoder.kept)
+        graph = bool(inputs) and watch is None and _grad_enabled()
         message = {"op": "call", "target": target._key, "args": sent_args, "kwargs": sent_kwargs,
-                   "place": list(self.place) if self.place else None, "watch": watch, "name": name}
+                   "place": list(self.place) if self.place else None, "watch": watch, "name": name, "graph": graph}
         if method:
             message["method"] = method
         reply = self.request(message)
@@ -158,20 +189,59 @@ class KernelLink:
             raise _exception(reply["raised"])
         if "ok" not in reply:
             raise RefusedReply("the kernel's reply was not plain data: no result")
-        changed = reply.get("changed") or {}
-        if not isinstance(changed, dict):
-            raise RefusedReply("the kernel's reply was not plain data: changed arguments")
-        for index, value in changed.items():
-            if str(index).isdigit() and int(index) < len(args):
-                write_back(args[int(index)], self.decode(value))
+        self._write_back(args, reply)
+        usable = target._class and not method
         same = reply.get("same_as_arg")
-        result = args[same] if type(same) is int and 0 <= same < len(args) else self.decode(reply["ok"])
+        if type(same) is int and 0 <= same < len(args):
+            result = args[same]
+        elif graph:
+            result = self._linked(reply, inputs, usable)
+        else:
+            result = self.decode(reply["ok"], usable)
         if watch == "ops":
             ops = reply.get("ops")
             if type(ops) is not int:
                 raise RefusedReply("the kernel's reply was not plain data: no operation count")
             return result, ops
+        if watch == "functions":
+            names = reply.get("functions")
+            if type(names) is not list or not all(type(n) is str for n in names):
+                raise RefusedReply("the kernel's reply was not plain data: no function names")
+            return result, set(names)
         return result
+
+    def _write_back(self, args: tuple, reply: dict) -> None:
+        changed, moved = reply.get("changed") or {}, reply.get("new_storage") or []
+        if not isinstance(changed, dict) or not isinstance(moved, list):
+            raise RefusedReply("the kernel's reply was not plain data: changed arguments")
+        for index, value in changed.items():
+            if str(index).isdigit() and int(index) < len(args):
+                write_back(args[int(index)], self.decode(value), new_storage=int(index) in moved)
+
+    def _linked(self, reply: dict, inputs: list, usable: bool) -> Any:
+        """The result of a call through which the test may backpropagate: its tensors that carry the student's
+        graph become outputs of one autograd node in the judge, whose backward asks the kernel."""
+        decoder = self.decoder(autograd=False, usable=usable)
+        try:
+            result = decoder.decode(reply["ok"])
+        except (wire.WireError, ValueError, TypeError, RuntimeError) as err:
+            raise RefusedReply(f"the kernel's reply was not plain data: {err}") from None
+        outputs, key = decoder.wanted_grad, reply.get("graph")
+        if outputs and type(key) is int:
+            _through_kernel(self, key, outputs, inputs)
+        return result
+
+    def backward(self, key: int, grads: tuple) -> list:
+        """The gradients of a kept call's inputs for `grads` of its outputs, computed in the kernel."""
+        reply = self.request({"op": "backward", "graph": key, "grads": wire.Encoder().encode(list(grads)),
+                              "place": list(self.place) if self.place else None})
+        if "raised" in reply:
+            raise _exception(reply["raised"])
+        self._write_back(grads, reply)  # a backward that wrote into its grad_output did so here too
+        found = self.decode(reply.get("ok"))
+        if type(found) is not list:
+            raise RefusedReply("the kernel's reply was not plain data: no gradients")
+        return found
 
     def _handle_of(self, value: Any) -> dict:
         """A Remote goes back to the kernel as its handle, a function of the judge's as a callback number."""
@@ -192,8 +262,8 @@ class KernelLink:
         try:
             request = wire.loads(text)
             fn = self.callbacks[int(request.get("callback"))]
-            args = self.decode(request.get("args", []))
-            kwargs = self.decode(request.get("kwargs", {"t": "dict", "v": []}))
+            args = self.decode(request.get("args", []), usable=False)
+            kwargs = self.decode(request.get("kwargs", {"t": "dict", "v": []}), usable=False)
             if type(args) is not list or type(kwargs) is not dict:
                 raise wire.WireError("a call's arguments are a list and a dict")
         except (wire.WireError, KeyError, ValueError, TypeError, RefusedReply) as err:
@@ -209,7 +279,7 @@ class KernelLink:
         reply = self.request({"op": "getattr", "target": target._key, "name": name})
         if "raised" in reply:
             raise _exception(reply["raised"])
-        return self.decode(reply.get("ok"))
+        return self.decode(reply.get("ok"), usable=target._usable)
 
     def release(self) -> None:
         self.request({"op": "release"})
@@ -217,8 +287,9 @@ class KernelLink:
 
 
 
-def write_back(local: Any, changed: Any) -> None:
-    """Make the judge's argument what the call left in the kernel: its values, requires_grad and grad."""
+def write_back(local: Any, changed: Any, new_storage: bool = False) -> None:
+    """Make the judge's argument what the call left in the kernel: its values (in new storage where the call gave
+    the argument new storage, as `w.data = ...` does), requires_grad and grad."""
     import numpy as np
 
     if isinstance(local, np.ndarray) and isinstance(changed, np.ndarray):
@@ -235,15 +306,48 @@ def write_back(local: Any, changed: Any) -> None:
         local.clear()
         local.update(changed)
         return
-    import sys
-
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(local, torch.Tensor) or not isinstance(changed, torch.Tensor):
         return
     with torch.no_grad():
-        if local.shape == changed.shape and local.dtype == changed.dtype:
+        if new_storage and local.dtype == changed.dtype:
+            local.data = changed.detach().clone()
+        elif local.shape == changed.shape and local.dtype == changed.dtype:
             local.copy_(changed)
     if local.is_leaf:
         if local.requires_grad != changed.requires_grad and (local.is_floating_point() or not changed.requires_grad):
             local.requires_grad_(changed.requires_grad)
         local.grad = changed.grad if changed.is_leaf else None
+
+
+def _requiring_grad(values: list) -> list:
+    torch = sys.modules.get("torch")
+    return [v for v in values if torch is not None and isinstance(v, torch.Tensor) and v.requires_grad]
+
+
+def _grad_enabled() -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.is_grad_enabled()
+
+
+def _through_kernel(link: KernelLink, key: int, outputs: list, inputs: list) -> None:
+    """Make `outputs` (decoded, not requiring grad) the outputs of one autograd node over `inputs`, whose backward
+    is the kernel's call `key`: backward() in the test then runs the student's own backward, in their kernel."""
+    import torch
+
+    class ThroughKernel(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *tensors):
+            return tuple(outputs)
+
+        @staticmethod
+        def backward(ctx, *grads):
+            found = link.backward(key, grads)
+            if len(found) != len(inputs):
+                raise RefusedReply("the kernel's reply was not plain data: gradients for other inputs")
+            return tuple(found)
+
+    linked = ThroughKernel.apply(*inputs)
+    for output, made in zip(outputs, linked if isinstance(linked, tuple) else (linked,)):
+        if made is not output:  # autograd handed back new tensors: take their graph into the decoded ones
+            raise RefusedReply("the judge could not link the result into its autograd graph")

@@ -73,7 +73,7 @@ def free_names(source: str) -> list[str]:
 
 
 class JudgeDlkit(types.ModuleType):
-    """What `import dlkit` gives a test in the judge: dlkit itself, with the three helpers that meet the kernel."""
+    """What `import dlkit` gives a test in the judge: dlkit itself, with the helpers that meet the kernel."""
 
     def __init__(self, link: KernelLink, devices: dict[str, dict]) -> None:
         super().__init__("dlkit", dlkit.__doc__)
@@ -87,6 +87,12 @@ class JudgeDlkit(types.ModuleType):
         if isinstance(fn, Remote):
             return self._link.call(fn, args, {}, watch="ops")
         return dlkit.dispatched_ops(fn, *args)
+
+    def called_functions(self, fn, *args):
+        """As dlkit.called_functions; for a student's function the calls are recorded in their kernel."""
+        if isinstance(fn, Remote):
+            return self._link.call(fn, args, {}, watch="functions")
+        return dlkit.called_functions(fn, *args)
 
     def assert_no_float64(self, fn, *args, name: str = "the function"):
         """As dlkit.assert_no_float64; for a student's function the operations are watched in their kernel."""

@@ -27,6 +27,8 @@ from . import wire
 MAX_MESSAGE = 4000
 _objects: dict[int, Any] = {}
 _handles: dict[int, int] = {}
+#: The autograd graphs of calls the judge may backpropagate through: call number -> (inputs, outputs).
+_graphs: dict[int, tuple[list, list]] = {}
 
 
 class _Raw(str):
@@ -46,7 +48,8 @@ def _as_handle(value: Any) -> dict:
         key = len(_objects) + 1
         _objects[key], _handles[id(value)] = value, key
     kind = type(value)
-    return {"t": "handle", "v": key, "type": f"{kind.__module__}.{kind.__qualname__}", "callable": callable(value)}
+    return {"t": "handle", "v": key, "type": f"{kind.__module__}.{kind.__qualname__}", "callable": callable(value),
+            "class": isinstance(value, type)}
 
 
 class _Callback:
@@ -116,20 +119,39 @@ def _watched(watch: Any, fn, args: list, kwargs: dict, name: str):
     if watch == "ops":
         result, ops = checks.dispatched_ops(lambda *a: fn(*a, **kwargs), *args)
         return result, {"ops": ops}
+    if watch == "functions":
+        result, names = checks.called_functions(lambda *a: fn(*a, **kwargs), *args)
+        return result, {"functions": sorted(names)}
     if watch == "float64":
         return checks.assert_no_float64(lambda *a: fn(*a, **kwargs), *args, name=name), {}
     return fn(*args, **kwargs), {}
 
 
 def _snapshot(values: list) -> list:
-    """Each argument's encoding now, to tell afterwards which ones the call changed (None: nothing to compare)."""
+    """Each argument's encoding and storage now, to tell afterwards which ones the call changed (None: not plain)."""
     out = []
     for value in values:
         try:
-            out.append(wire.dumps({"v": wire.Encoder().encode(value)}))
+            out.append((wire.dumps({"v": wire.Encoder().encode(value)}), _storage(value)))
         except (wire.WireError, TypeError, ValueError):
             out.append(None)
     return out
+
+
+def _storage(value: Any) -> int | None:
+    """Where a tensor's data lives: a call that gave an argument new storage (`w.data = ...`) is told apart."""
+    data_ptr = getattr(value, "data_ptr", None)
+    try:
+        return data_ptr() if callable(data_ptr) and type(value).__module__.startswith("torch") else None
+    except RuntimeError:
+        return None
+
+
+def _requiring_grad(values: list) -> list:
+    import sys
+
+    torch = sys.modules.get("torch")
+    return [v for v in values if torch is not None and isinstance(v, torch.Tensor) and v.requires_grad]
 
 
 def _call(request: dict) -> dict:
@@ -150,8 +172,40 @@ def _call(request: dict) -> dict:
         return _raised(err)
     after = _snapshot(args)
     changed = {str(i): _encode(arg) for i, (arg, old, new) in enumerate(zip(args, before, after)) if old != new}
-    same = next((i for i, arg in enumerate(args) if result is arg), None)
-    return {"ok": _encode(result), "changed": changed, "same_as_arg": same, **observed}
+    moved = [i for i, (old, new) in enumerate(zip(before, after)) if old and new and old[1] != new[1]]
+    encoder = wire.Encoder(handle=_as_handle)
+    reply = {"ok": encoder.encode(result), "changed": changed, "new_storage": moved, **observed}
+    if request.get("graph"):  # the judge backpropagates through this call: keep its graph
+        key = len(_graphs) + 1
+        _graphs[key] = (_requiring_grad(decoder.decoded), _requiring_grad(encoder.kept))
+        reply["graph"] = key
+    else:
+        reply["same_as_arg"] = next((i for i, arg in enumerate(args) if result is arg), None)
+    return reply
+
+
+def _backward(request: dict) -> dict:
+    """Gradients of a kept call's inputs, given its outputs' gradients: the student's backward runs here."""
+    import torch
+
+    key = request.get("graph")
+    if type(key) is not int or key not in _graphs:
+        raise wire.WireError(f"no graph {key!r} in this kernel")
+    inputs, outputs = _graphs[key]
+    grads = wire.Decoder().decode(request.get("grads", []))
+    if type(grads) is not list or len(grads) != len(outputs):
+        raise wire.WireError("one gradient per output")
+    pairs = [(out, grad) for out, grad in zip(outputs, grads) if grad is not None]
+    before = _snapshot(grads)
+    sink = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), _placement(request.get("place")):
+            found = torch.autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs], allow_unused=True,
+                                        retain_graph=True) if pairs and inputs else [None] * len(inputs)
+    except Exception as err:
+        return _raised(err)
+    changed = {str(i): _encode(g) for i, (g, old, new) in enumerate(zip(grads, before, _snapshot(grads))) if old != new}
+    return {"ok": _encode(list(found)), "changed": changed}
 
 
 def _serve(request: dict) -> dict:
@@ -167,6 +221,8 @@ def _serve(request: dict) -> dict:
                           for name in request.get("names", [])}}
     if op == "call":
         return _call(request)
+    if op == "backward":
+        return _backward(request)
     if op == "getattr":
         try:
             return {"ok": _encode(getattr(_object({"v": request.get("target")}), str(request.get("name"))))}
@@ -175,6 +231,7 @@ def _serve(request: dict) -> dict:
     if op == "release":
         _objects.clear()
         _handles.clear()
+        _graphs.clear()
         return {"ok": None}
     raise wire.WireError(f"unknown request {op!r}")
 

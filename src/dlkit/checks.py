@@ -137,3 +137,23 @@ def dispatched_ops(fn, *args) -> tuple[object, int]:
     with CountOps():
         result = fn(*args)
     return result, count
+
+
+def called_functions(fn, *args) -> tuple[object, set[str]]:
+    """Call `fn(*args)` and name the torch functions it called: (its result, their names, e.g. {"sigmoid", "exp"}).
+
+    What an exercise that rules out a built-in ("write the stable formula, not torch.sigmoid") leaves behind,
+    seen as the code runs (a TorchFunctionMode), never read from its text: an alias or a detour is seen too.
+    """
+    from torch.overrides import TorchFunctionMode
+
+    names: set[str] = set()
+
+    class RecordCalls(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            names.add(getattr(func, "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+
+    with RecordCalls():
+        result = fn(*args)
+    return result, names

@@ -141,6 +141,11 @@ class Encoder:
             raise WireError(f"a {kind.__module__}.{kind.__qualname__} is not plain data")
         return self._handle(value)
 
+    @property
+    def kept(self) -> list:
+        """The lists, tuples, dicts, arrays and tensors encoded so far, in the order met (the decoder's order)."""
+        return list(self._keep)
+
     def _remember(self, value: Any) -> None:
         """Number an object as the decoder will (in the order first met), so a second meeting sends a reference."""
         self._seen[id(value)] = len(self._seen)
@@ -179,9 +184,17 @@ class Encoder:
 class Decoder:
     """Turns tagged JSON back into values; `resolve` turns a handle record into whatever stands for it."""
 
-    def __init__(self, resolve: Callable[[dict], Any] | None = None) -> None:
+    def __init__(self, resolve: Callable[[dict], Any] | None = None, autograd: bool = True) -> None:
         self._resolve = resolve
         self._seen: list[Any] = []
+        self._autograd = autograd
+        #: With autograd=False: the tensors that were sent requiring grad, decoded without (for the judge's own link).
+        self.wanted_grad: list[Any] = []
+
+    @property
+    def decoded(self) -> list:
+        """The lists, tuples, dicts, arrays and tensors decoded so far, in the order sent."""
+        return list(self._seen)
 
     def decode(self, data: Any, depth: int = 0) -> Any:
         """The value `data` stands for; anything malformed in it raises WireError, whatever failed underneath."""
@@ -308,6 +321,8 @@ class Decoder:
             tensor = host.to(torch.device(device))
         if data.get("parameter") is True:
             tensor = torch.nn.Parameter(tensor, requires_grad=data.get("requires_grad") is True)
+        elif data.get("requires_grad") is True and not self._autograd:
+            self.wanted_grad.append(tensor)
         elif data.get("requires_grad") is True:
             if not tensor.is_floating_point() and not tensor.is_complex():
                 raise WireError("only floating-point tensors can require gradients")

@@ -79,12 +79,37 @@ def numeric_gradient(f, x, h=1e-5):
 def calls_back_with_an_object(f):
     return f(object())
 
-def make_counter():
-    state = {"n": 0}
-    def step():
-        state["n"] += 1
-        return state["n"]
-    return step
+class Counter:
+    def __init__(self):
+        self.n = 0
+
+    def step(self):
+        self.n += 1
+        return self.n
+
+class LyingTensor:
+    def min(self):
+        return 0.0
+
+def lying_distances(x):
+    return LyingTensor()
+
+class MyReLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp_min(0)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return grad_output * (x > 0)
+
+def detached_loss(w):
+    return (w ** 2).sum().detach()
+
+def replaces_storage(w):
+    w.data = w.data * 0
 
 # Everything an in-kernel checker would rely on, replaced: none of it is the judge's.
 math.isclose = lambda *a, **k: True
@@ -112,7 +137,18 @@ TESTS = {
                      "    t = torch.randn(5, device=dlkit.as_torch_device(kind))\n"
                      "    out = relu_on_cpu(t)\n    dlkit.assert_same_placement(out, t, name='relu')\n"
                      "dlkit.check_on_devices(check, kinds=['cpu', 'fakegpu'])"),
-    "test_handles": "step = make_counter()\nassert (step(), step(), step()) == (1, 2, 3)",
+    "test_handles": "c = Counter()\nassert (c.step(), c.step(), c.step()) == (1, 2, 3) and c.n == 3",
+    "test_opaque": "got = lying_distances(1)\nassert got.min() >= 0",
+    "test_backward": ("import torch\nx = torch.randn(5, dtype=torch.float64, requires_grad=True)\n"
+                      "w = torch.randn(5, dtype=torch.float64)\n(MyReLU.apply(x) * w).sum().backward()\n"
+                      "assert torch.equal(x.grad, w * (x.detach() > 0))\n"
+                      "assert torch.autograd.gradcheck(MyReLU.apply, (torch.tensor([-1.5, 0.7], dtype=torch.float64,"
+                      " requires_grad=True),))"),
+    "test_detached": ("import torch\nw = torch.randn(3, requires_grad=True)\nloss = detached_loss(w)\n"
+                      "assert not loss.requires_grad\ntry:\n    loss.backward()\nexcept RuntimeError:\n    pass\n"
+                      "else:\n    raise AssertionError('a detached loss has no graph')"),
+    "test_storage": ("import torch\nw = torch.ones(3)\nwhere = w.data_ptr()\nreplaces_storage(w)\n"
+                     "assert w.data_ptr() != where and w.tolist() == [0.0, 0.0, 0.0]"),
     "test_ops": ("import dlkit, torch\n_, small = dlkit.dispatched_ops(relu, torch.randn(10))\n"
                  "_, large = dlkit.dispatched_ops(relu, torch.randn(1000))\n"
                  "assert small == large == 1, (small, large)"),
@@ -199,8 +235,21 @@ def test_each_device_is_recorded_by_the_judge(judged):
     assert devices["fakegpu"]["status"] == "failed" and "device" in devices["fakegpu"]["message"]
 
 
-def test_functions_the_student_returns_run_in_the_kernel(judged):
+def test_objects_the_students_classes_build_run_in_the_kernel(judged):
     assert failure(judged, "test_handles") == ""
+
+
+def test_what_a_function_returns_that_is_not_plain_data_cannot_answer_for_itself(judged):
+    assert "not a value the grader can check" in failure(judged, "test_opaque")
+
+
+def test_backpropagation_runs_the_students_backward_in_their_kernel(judged):
+    assert failure(judged, "test_backward") == ""
+    assert failure(judged, "test_detached") == ""
+
+
+def test_an_argument_given_new_storage_has_new_storage_in_the_judge(judged):
+    assert failure(judged, "test_storage") == ""
 
 
 def test_operations_are_counted_in_the_kernel(judged):

@@ -18,6 +18,7 @@ CONFIG_FILE = AUTOGRADER / "nbgrader_config.py"
 SUBMISSIONS = AUTOGRADER / "submissions"           # sample submissions: <student>/<assignment>/<assignment>.ipynb
 EXPECTED = AUTOGRADER / "expected"                 # which tests each sample must fail
 CORPUS = AUTOGRADER / "corpus"                     # held-out answers for `make accuracy`
+HINTS = AUTOGRADER / "hints"                       # known mistakes: how the tests fail, and the hint a student gets
 TEMPLATES = AUTOGRADER / "authoring" / "templates"      # the offline slide deck's
 FEEDBACK_TEMPLATES = AUTOGRADER / "grading" / "templates"  # the feedback page's
 TYPICAL_SECONDS = AUTOGRADER / "grading" / "typical-seconds.json"  # each notebook's cells, for the first run's order

@@ -30,7 +30,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from autograder.grading.csv_cells import read_rows
-from autograder.grading.report import read_results, totals
+from autograder.grading.report import mistakes_found, read_results, totals
 from autograder.grading.results import CellResult
 from autograder.grading.similarity_report import SECTION_ID as SIMILARITY_ID
 from autograder.grading.similarity_report import STYLE as SIMILARITY_STYLE
@@ -211,6 +211,22 @@ def pass_rate_table(rows: list[CellResult], tests: list[str], devices: list[str]
     return _table(header, table_rows, 1)
 
 
+def mistakes_table(rows: list[CellResult]) -> str:
+    """Students per known mistake (hints.py): what the class got wrong, in the words its feedback used."""
+    counts: Counter[tuple[str, str, str]] = Counter()
+    for _, _, m in mistakes_found(rows):
+        counts[(m.exercise, m.id, m.hint)] += 1
+    heading = "<h3>Likely mistakes (the hints students got in their feedback)</h3>"
+    if not counts:
+        return heading + "<p>no failure matched a known mistake of this assignment (autograder/hints/)</p>"
+    students = len({r.student_id for r in rows})
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    share = [f"{100 * n / max(students, 1):.0f}%" for _, n in ranked]
+    return heading + _table(["exercise", "mistake", "students", "% of class", "hint"],
+                            [[f"<code>{html.escape(e)}</code>", html.escape(i), str(n), pct, html.escape(h)]
+                             for ((e, i, h), n), pct in zip(ranked, share)], 2)
+
+
 def assignment_section(assignment: str, rows: list[CellResult], seconds: list[float]) -> str:
     """The report's part for one assignment."""
     scores = totals(rows)
@@ -241,6 +257,8 @@ def assignment_section(assignment: str, rows: list[CellResult], seconds: list[fl
                          for i, (g, n) in enumerate(ranked, 1)], 2))
     if any(n for _, n in ranked):
         parts.append(lost_points_chart([item for item in ranked if item[1]], students, assignment))
+
+    parts.append(mistakes_table(rows))
 
     parts.append("<h3>Pass rate of each test on each device, and the most common failures</h3>")
     parts.append(pass_rate_table(rows, tests, devices))

@@ -1,6 +1,8 @@
 """Per-student feedback: each test's name, points, status and failure message, nothing more.
 
 A test voided for tampering (status "tampered") says what changed, and the page says why it scores 0.
+A failure whose behaviour matches a known mistake of the exercise (hints.py) shows the instructor's hint
+beside it, in the lecture's words ("likely mistake: ...").
 
 A test checked on several devices shows one line per device ("test_x on cuda"), so a student
 sees that their code passed on the CPU but failed on the GPU, and which devices were not tried
@@ -18,6 +20,7 @@ from pathlib import Path
 
 import jinja2
 
+from autograder.grading.hints import hints_by_test, likely_mistakes
 from autograder.grading.results import CellResult, cell_scores
 from autograder.paths import FEEDBACK_TEMPLATES
 
@@ -39,10 +42,15 @@ def _test_name(row: CellResult) -> str:
 def render(student: str, assignment: str, rows: list[CellResult]) -> str:
     """The feedback page for one student's assignment as a standalone HTML document."""
     scores = cell_scores(rows).values()  # a test with several device rows counts once
+    hints, shown = hints_by_test(likely_mistakes(rows)), set()
+    tests = []
+    for r in rows:  # a test's hints beside its first failing row
+        first = r.status not in ("passed", "skipped") and r.grade_id not in shown
+        shown |= {r.grade_id} if first else set()
+        tests.append((_test_name(r), r, hints.get(r.grade_id, []) if first else []))
     return _template().render(student=student, assignment=assignment,
                               score=sum(s for s, _ in scores), total=sum(t for _, t in scores),
-                              tampered=any(r.status == "tampered" for r in rows),
-                              tests=[(_test_name(r), r) for r in rows])
+                              tampered=any(r.status == "tampered" for r in rows), tests=tests)
 
 
 def write_feedback(out: Path, student: str, assignment: str, rows: list[CellResult]) -> Path:

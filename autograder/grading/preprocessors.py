@@ -202,7 +202,10 @@ class GuardedExecute(Execute):
             self._judge = JudgeSession(link, set(resources[JUDGED]["modules"]))
         self._judge_deadline = time.monotonic() + min(self.timeout or remaining, remaining)
         test = judged_cells(resources)[grade_id_of(cell)]
+        sent = self._judge.link.requests
         verdict = self._judge.run(grade_id_of(cell), test["source"], test["seed"])
+        self.log.info("judged %s in %.2f s, %d requests to the kernel", grade_id_of(cell), verdict.seconds,
+                      self._judge.link.requests - sent)
         printed = [NotebookNode(output_type="stream", name="stdout", text=verdict.printed)] if verdict.printed else []
         cell.outputs = printed
         if not verdict.passed:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.grading.csv_cells import read_rows, write_rows
+from autograder.grading.hints import Mistake, likely_mistakes
 from autograder.grading.results import CellResult, cell_scores
 from dlkit.devices import KNOWN_KINDS
 
@@ -94,6 +95,7 @@ def write_csvs(out: Path, rows: list[CellResult]) -> None:
     write_rows(out / "grades.csv", GRADE_COLUMNS,
                ([student, assignment, f"{score:g}", f"{top:g}", *covered[(student, assignment)]]
                 for (student, assignment), (score, top) in totals(rows).items()))
+    write_mistakes(out, rows)
 
 
 def read_results(out: Path) -> list[CellResult]:
@@ -111,6 +113,23 @@ def tampered_rows(rows: list[CellResult]) -> list[CellResult]:
         if r.status == "tampered":
             seen.setdefault((r.student_id, r.assignment, r.grade_id), r)
     return [seen[key] for key in sorted(seen)]
+
+
+def mistakes_found(rows: list[CellResult]) -> list[tuple[str, str, Mistake]]:
+    """(student, assignment, known mistake) for every submission whose failures match one (hints.py)."""
+    by_submission: dict[tuple[str, str], list[CellResult]] = defaultdict(list)
+    for r in rows:
+        by_submission[(r.student_id, r.assignment)].append(r)
+    return [(student, assignment, m) for (student, assignment), found in sorted(by_submission.items())
+            for m in likely_mistakes(found)]
+
+
+def write_mistakes(out: Path, rows: list[CellResult]) -> Path:
+    """OUT/mistakes.csv: each submission's likely mistakes (student, assignment, exercise, mistake, hint)."""
+    path = out / "mistakes.csv"
+    write_rows(path, ["student_id", "assignment", "exercise", "mistake", "hint"],
+               ([student, assignment, m.exercise, m.id, m.hint] for student, assignment, m in mistakes_found(rows)))
+    return path
 
 
 def write_tampered(out: Path, rows: list[CellResult]) -> Path | None:

@@ -94,10 +94,11 @@ def _exception(record: Any) -> Exception:
     name, text = str(record.get("type", "Exception"))[:100], str(record.get("message", ""))[:4000]
     import builtins
 
-    kind = getattr(builtins, name, None)
-    if record.get("builtin") is True and isinstance(kind, type) and issubclass(kind, Exception):
+    builtin = record.get("builtin") is True
+    kind = getattr(builtins, name if builtin else str(record.get("base", ""))[:100], None)
+    if isinstance(kind, type) and issubclass(kind, Exception) and kind is not Exception:
         try:
-            return kind(text)
+            return kind(text if builtin or kind.__name__ == name else f"{name}: {text}")
         except Exception:  # an exception class whose constructor wants other arguments (UnicodeDecodeError)
             pass
     return StudentError(f"{name}: {text}" if text else name)
@@ -110,6 +111,7 @@ class KernelLink:
         self._transport, self._timeout = transport, timeout
         self.place: tuple[str, str] | None = None
         self.callbacks: dict[int, Callable] = {}  # the judge's functions passed to student code, by number
+        self.requests = 0  # sent so far (the worker's log reports them per test)
 
     @contextlib.contextmanager
     def placed(self, kind: str, framework: str) -> Iterator[None]:
@@ -121,6 +123,7 @@ class KernelLink:
             self.place = saved
 
     def request(self, message: dict) -> dict:
+        self.requests += 1
         timeout = self._timeout()
         if timeout <= 0:
             raise CallTimedOut("the test ran past its time limit")
@@ -230,6 +233,13 @@ class KernelLink:
         if outputs and type(key) is int:
             _through_kernel(self, key, outputs, inputs)
         return result
+
+    def define(self, source: str, name: str) -> "Remote":
+        """A function of the test's, defined in the kernel from its source (dlkit.in_kernel), to call there."""
+        found = self.decode(self.request({"op": "define", "source": source, "name": name}).get("ok"))
+        if not isinstance(found, Remote):
+            raise RefusedReply("the kernel's reply was not plain data: no function")
+        return found
 
     def backward(self, key: int, grads: tuple) -> list:
         """The gradients of a kept call's inputs for `grads` of its outputs, computed in the kernel."""

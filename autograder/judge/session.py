@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
+import gc
 import io
 import sys
 import time
@@ -75,9 +76,9 @@ def free_names(source: str) -> list[str]:
 class JudgeDlkit(types.ModuleType):
     """What `import dlkit` gives a test in the judge: dlkit itself, with the helpers that meet the kernel."""
 
-    def __init__(self, link: KernelLink, devices: dict[str, dict]) -> None:
+    def __init__(self, link: KernelLink, devices: dict[str, dict], source: str = "") -> None:
         super().__init__("dlkit", dlkit.__doc__)
-        self._link, self._devices = link, devices
+        self._link, self._devices, self._source = link, devices, source
 
     def __getattr__(self, name: str) -> Any:
         return getattr(dlkit, name)
@@ -87,6 +88,12 @@ class JudgeDlkit(types.ModuleType):
         if isinstance(fn, Remote):
             return self._link.call(fn, args, {}, watch="ops")
         return dlkit.dispatched_ops(fn, *args)
+
+    def in_kernel(self, fn):
+        """As dlkit.in_kernel: the function, defined in the student's kernel from the test's source, runs there."""
+        node = _definition(self._source, fn)
+        node.decorator_list = []
+        return self._link.define(ast.unparse(node), node.name)
 
     def called_functions(self, fn, *args):
         """As dlkit.called_functions; for a student's function the calls are recorded in their kernel."""
@@ -143,6 +150,7 @@ class JudgeSession:
     def __init__(self, link: KernelLink, modules: set[str]) -> None:
         self.link, self.modules = link, set(modules) | {"dlkit"}
         self.shared: dict[str, Any] = {}  # what earlier test cells defined
+        _preload(self.modules)
 
     def _import(self, name, globals=None, locals=None, fromlist=(), level=0):
         if level == 0 and name.split(".")[0] == "dlkit":
@@ -167,7 +175,7 @@ class JudgeSession:
         """Run one test cell's code (visible and hidden) with the student's functions in their kernel."""
         started = time.monotonic()
         devices: dict[str, dict] = {}
-        self._view = JudgeDlkit(self.link, devices)
+        self._view = JudgeDlkit(self.link, devices, source)
         printed = io.StringIO()
         verdict = Verdict(passed=True)
         try:
@@ -194,6 +202,32 @@ class JudgeSession:
         verdict.devices = devices
         verdict.seconds = time.monotonic() - started
         return verdict
+
+
+def _definition(source: str, fn) -> ast.FunctionDef:
+    """The `def` of `fn` in a test cell's source: where its code object starts (its first decorator's line)."""
+    line = fn.__code__.co_firstlineno
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and node.name == fn.__name__ and line in (
+                node.lineno, *(d.lineno for d in node.decorator_list)):
+            return node
+    raise ValueError(f"dlkit.in_kernel: no definition of {fn.__name__} in the test's source")
+
+
+def _preload(modules: set[str]) -> None:
+    """Import torch once per worker, as the zygote does: without the cyclic collector while importing, and frozen
+    after it, so the worker's collections never walk torch's objects again (2.3 s to import it with the collector
+    on, in a worker beside a running kernel)."""
+    if "torch" not in modules or "torch" in sys.modules:
+        return
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        import torch  # noqa: F401
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def _module(name: str) -> types.ModuleType:

@@ -45,7 +45,9 @@ from nbgrader.utils import is_grade, is_solution
 from autograder.authoring.samples import fill_release, solution_sources
 from autograder.course import assignments, grade_id_of
 from autograder.grading.csv_cells import read_rows
+from autograder.grading.hints import likely_mistakes
 from autograder.grading.report import read_results
+from autograder.grading.results import CellResult
 from autograder.paths import CORPUS, REPO
 from autograder.verify.sample_class import copy_samples, judge_samples, sample_table
 
@@ -62,6 +64,7 @@ class Entry:
     why: str
     cells: dict[str, str]
     alone: bool = False
+    mistake: str | None = None  # the known mistake (autograder/hints/) a wrong answer should be told about
 
 
 def load_corpus(names: list[str] | None = None) -> list[Entry]:
@@ -75,7 +78,7 @@ def load_corpus(names: list[str] | None = None) -> list[Entry]:
         for kind in KINDS:
             for raw in table.get(kind, []):
                 entries.append(Entry(path.stem, kind, raw["exercise"], raw["why"], dict(raw["cells"]),
-                                     bool(raw.get("alone", False))))
+                                     bool(raw.get("alone", False)), raw.get("mistake")))
     return entries
 
 
@@ -166,6 +169,37 @@ def judge(held: dict[tuple[str, str], list[Entry]], failing: dict[tuple[str, str
     return verdicts
 
 
+def hint_verdicts(held: dict[tuple[str, str], list[Entry]], rows: list[CellResult]) -> list[tuple[Entry, list[str]]]:
+    """(entry, ids of the known mistakes its feedback names for its exercise) for every corpus entry."""
+    by_submission: dict[tuple[str, str], list[CellResult]] = {}
+    for r in rows:
+        by_submission.setdefault((r.student_id, r.assignment), []).append(r)
+    verdicts = []
+    for key, entries in held.items():
+        found = likely_mistakes(by_submission.get(key, []))
+        verdicts.extend((e, [m.id for m in found if m.exercise == e.exercise]) for e in entries)
+    return verdicts
+
+
+def hint_table(verdicts: list[tuple[Entry, list[str]]]) -> tuple[str, bool]:
+    """The hints' record on the corpus, as Markdown, and whether it holds: no correct answer ever gets a hint."""
+    lines = ["| assignment | wrong answers | given a hint | given the right hint | correct answers given a hint |",
+             "|---|---|---|---|---|"]
+    wrongly = []
+    for assignment in sorted({e.assignment for e, _ in verdicts}):
+        mine = [(e, ids) for e, ids in verdicts if e.assignment == assignment]
+        wrong = [(e, ids) for e, ids in mine if e.kind == "wrong"]
+        hinted_correct = [(e, ids) for e, ids in mine if e.kind == "correct" and ids]
+        wrongly += hinted_correct
+        lines.append(f"| {assignment} | {len(wrong)} | {sum(bool(ids) for _, ids in wrong)} | "
+                     f"{sum(e.mistake in ids for e, ids in wrong)} | {len(hinted_correct)} |")
+    text = "\n".join(lines) + "\n"
+    if wrongly:
+        text += "\nCorrect answers given a hint:\n" + "".join(
+            f"- {e.assignment} {e.exercise} ({e.why}): {ids}\n" for e, ids in wrongly)
+    return text, not wrongly
+
+
 def table(verdicts: list[tuple[Entry, bool, str]]) -> str:
     """The agreement table (per assignment) and every disagreement, as Markdown."""
     lines = ["| assignment | correct accepted | wrong rejected |", "|---|---|---|"]
@@ -205,11 +239,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: the grader exited with status {proc.returncode}", file=sys.stderr)
         return proc.returncode
     verdicts = judge(held, failing_tests(out / "grades" / "results.csv"))
-    sample_verdicts = judge_samples(read_results(out / "grades"), samples)
-    report = f"## Held-out corpus\n\n{table(verdicts)}\n## Sample submissions\n\n{sample_table(sample_verdicts)}"
+    rows = read_results(out / "grades")
+    sample_verdicts = judge_samples(rows, samples)
+    hints, hints_hold = hint_table(hint_verdicts(held, rows))
+    report = (f"## Held-out corpus\n\n{table(verdicts)}\n## Sample submissions\n\n{sample_table(sample_verdicts)}"
+              f"\n## Feedback hints on the corpus (autograder/hints/)\n\n{hints}")
     (out / "accuracy.md").write_text(report, encoding="utf-8")
     print(report)
-    return 0 if all(ok for _, ok, _ in verdicts) and all(v.agrees for v in sample_verdicts) else 1
+    agrees = all(ok for _, ok, _ in verdicts) and all(v.agrees for v in sample_verdicts)
+    return 0 if agrees and hints_hold else 1
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from .checks import (
                      assert_same_placement,
                      called_functions,
                      dispatched_ops,
+                     in_kernel,
                      rel_error,
                      tolerances_for,
 )
@@ -35,7 +36,7 @@ from .seeding import seed_everything
 
 __all__ = [
     "Timing", "benchmark", "grading", "assert_close", "assert_no_float64", "dispatched_ops", "called_functions",
-    "assert_same_placement",
+    "in_kernel", "assert_same_placement",
     "rel_error", "tolerances_for", "to_numpy", "data_file", "as_torch_device", "default_device", "is_colab",
     "synchronize", "test_devices", "check_on_devices", "SkipDevice", "has_float64", "tf_devices", "torch_devices",
     "cpu_peak_flops", "device_name", "device_peak_flops", "gpu_peak_flops", "bar_plot", "line_plot", "seed_everything",

@@ -157,3 +157,15 @@ def called_functions(fn, *args) -> tuple[object, set[str]]:
     with RecordCalls():
         result = fn(*args)
     return result, names
+
+
+def in_kernel(fn):
+    """Mark a hidden test's helper that must run where the student's code runs (building their model, training it).
+
+    In the grader's judge (autograder/judge/) the marked function is sent to the student's kernel and runs there
+    on the arguments it is given (plain data), with the notebook's names in reach; it must return plain data
+    (numbers, strings, lists, dicts, arrays, tensors), which the test then checks in the judge. It sees no
+    variable of the test's other than its arguments. Anywhere else (a student running the notebook) it is the
+    function itself, unchanged.
+    """
+    return fn

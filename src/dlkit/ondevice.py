@@ -124,7 +124,7 @@ def _describe(kind: str, err: Exception) -> str:
     """A failure's message prefixed with the device, so a student knows where their code broke."""
     text = str(err).strip()
     if isinstance(err, AssertionError):
-        return f"on {kind}: {text or 'a check failed'}"
+        return text if text.startswith(f"on {kind}") else f"on {kind}: {text or 'a check failed'}"
     return f"on {kind}: {type(err).__name__}: {text}" if text else f"on {kind}: {type(err).__name__}"
 
 

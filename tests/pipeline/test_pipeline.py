@@ -13,6 +13,7 @@ import pytest
 
 from autograder.authoring.samples import expected_failures
 from autograder.course import assignments
+from autograder.grading.csv_cells import read_rows
 from autograder.grading.results import STATUSES, autograded_cells
 from tests.pipeline import compact_class
 from tests.pipeline.compact_class import BROKEN, FILTER, SELECTED, samples
@@ -100,6 +101,17 @@ def test_feedback_shows_results_but_never_hidden_test_source(graded):
     assert "asymmetric filter is off" in page, "the failure message is what the student needs"
     leaked = [line for line in hidden if line in page]
     assert not leaked, leaked[:3]
+    assert "Likely mistake:" in page and "cross-correlations" in page, "its failure is a known mistake's (hints.py)"
+
+
+@whole_class
+def test_known_mistakes_are_named_in_feedback_listed_and_counted_for_the_class(graded):
+    found = {(r["student_id"], r["assignment"], r["mistake"]) for r in read_rows(graded.out / "mistakes.csv")}
+    assert ("buggy_fma", "01_tensors", "multiply_add_as_one") in found
+    assert not [f for f in found if f[0] == "reference"], "a submission that passed gets no hint"
+    assert "Likely mistake" not in (graded.out / "feedback" / "reference" / "01_tensors" / "feedback.html").read_text()
+    report = (graded.out / "report.html").read_text()
+    assert "Likely mistakes" in report and "multiply_add_as_one" in report
 
 
 @whole_class

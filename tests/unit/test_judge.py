@@ -153,6 +153,9 @@ TESTS = {
                  "_, large = dlkit.dispatched_ops(relu, torch.randn(1000))\n"
                  "assert small == large == 1, (small, large)"),
     "test_missing": "assert never_defined(1) == 1",
+    "test_in_kernel": ("import dlkit, torch\n@dlkit.in_kernel\ndef trained(n):\n    c = Counter()\n"
+                       "    for _ in range(n):\n        c.step()\n    return {'n': c.n, 'kind': type(c).__name__}\n"
+                       "got = trained(4)\nassert got == {'n': 4, 'kind': 'Counter'}, got"),
     "test_callback": ("import numpy as np, dlkit\nx = np.random.randn(3, 4)\nbefore = x.copy()\n"
                       "grad = numeric_gradient(lambda v: float(np.sum(v ** 2)), x)\n"
                       "dlkit.assert_close(grad, 2 * before, rtol=1e-4, atol=1e-6)\nassert np.array_equal(x, before)"),
@@ -254,6 +257,10 @@ def test_an_argument_given_new_storage_has_new_storage_in_the_judge(judged):
 
 def test_operations_are_counted_in_the_kernel(judged):
     assert failure(judged, "test_ops") == ""
+
+
+def test_a_helper_marked_in_kernel_runs_there_and_returns_plain_data(judged):
+    assert failure(judged, "test_in_kernel") == ""
 
 
 def test_a_name_the_notebook_lacks_fails_as_python_would(judged):

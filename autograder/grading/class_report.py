@@ -222,9 +222,9 @@ def mistakes_table(rows: list[CellResult]) -> str:
     students = len({r.student_id for r in rows})
     ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     share = [f"{100 * n / max(students, 1):.0f}%" for _, n in ranked]
-    return heading + _table(["exercise", "mistake", "students", "% of class", "hint"],
-                            [[f"<code>{html.escape(e)}</code>", html.escape(i), str(n), pct, html.escape(h)]
-                             for ((e, i, h), n), pct in zip(ranked, share)], 2)
+    return heading + _table(["exercise", "mistake", "hint", "students", "% of class"],
+                            [[f"<code>{html.escape(e)}</code>", html.escape(i), html.escape(h), str(n), pct]
+                             for ((e, i, h), n), pct in zip(ranked, share)], 3)
 
 
 def assignment_section(assignment: str, rows: list[CellResult], seconds: list[float]) -> str:

@@ -24,7 +24,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_solution
 
 from autograder.course import grade_id_of, notebook_imports
-from autograder.judge.remote import CallTimedOut, KernelLost, RefusedReply
+from autograder.judge.remote import CallTimedOut, IgnoredInterrupt, KernelLost, RefusedReply
 from dlkit.agent import CALLBACK_PROMPT
 from dlkit.seeding import seed_for
 
@@ -119,7 +119,7 @@ class KernelTransport:
         try:
             await kc.shell_channel.get_msg(timeout=self.client.stuck_grace)
         except Empty:
-            raise KernelLost("a call ran past the time limit and its kernel ignored the interrupt") from None
+            raise IgnoredInterrupt(f"ran past the {timeout:.0f} s limit and its kernel ignored the interrupt") from None
         raise CallTimedOut(f"a call into the submission's code was still running after {timeout:.0f} s")
 
     async def _answer_callbacks(self, msg_id: str, answer: Callable[[str], str]) -> bool:

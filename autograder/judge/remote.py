@@ -20,6 +20,10 @@ class KernelLost(BaseException):
     """The kernel died, or ran past the time left and ignored the interrupt: no test after this one can run."""
 
 
+class IgnoredInterrupt(KernelLost):
+    """A call ran past the time the test had left, and the kernel did not answer the interrupt: it was killed."""
+
+
 class CallTimedOut(BaseException):
     """A call into the student's code ran past the time the test had left (the kernel was interrupted)."""
 

@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import dlkit
 from autograder.grading.messages import message
-from autograder.judge.remote import CallTimedOut, KernelLink, KernelLost, RefusedReply, Remote
+from autograder.judge.remote import CallTimedOut, IgnoredInterrupt, KernelLink, KernelLost, RefusedReply, Remote
 from dlkit import ondevice
 from dlkit.seeding import SEED_MARKER, seed_everything
 
@@ -188,6 +188,8 @@ class JudgeSession:
                 before = set(space)
                 exec(code, space)
                 self.shared.update({k: v for k, v in space.items() if k not in before or k in self.shared})
+        except IgnoredInterrupt as err:  # a timeout, as in-kernel tests report it; the kernel is gone with it
+            verdict = Verdict(False, "CellTimeoutError", str(err), kernel_lost=str(err))
         except KernelLost as err:
             verdict = Verdict(False, "DeadKernelError", str(err), kernel_lost=str(err))
         except CallTimedOut as err:

@@ -115,11 +115,14 @@ def test_known_mistakes_are_named_in_feedback_listed_and_counted_for_the_class(g
 
 
 @whole_class
-def test_noisy_student_really_wrote_to_stderr_in_graded_tests(graded):
+def test_a_noisy_student_keeps_full_marks_and_the_noise_stays_out_of_the_test_cells(graded):
+    """noisy_but_correct warns and prints on every call (nbgrader alone zeroes a test cell with stderr). 01's tests
+    run in the judge, which drops what student code prints during a call: the test cells hold the judge's output."""
     nb = nbformat.read(graded.autograded("noisy_but_correct"), 4)
-    noisy = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")
-             and any("Warning" in o.get("text", "") or "debug:" in o.get("text", "") for o in c.outputs)]
-    assert len(noisy) >= 3, "the sample must exercise warnings inside graded test cells"
+    tests = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    noise = [o for c in tests for o in c.outputs if "Warning" in o.get("text", "") or "debug:" in o.get("text", "")]
+    assert tests and not noise, noise[:2]
+    assert graded.failed("noisy_but_correct") == []
 
 
 @whole_class

@@ -21,8 +21,8 @@ pytestmark = [pytest.mark.pipeline, pytest.mark.skipif(bool(FILTER), reason="KIT
 #: sample -> {test: what its failure message must say}: the wrong answer's own symptom.
 ATTACKS = {
     "hostile_patches_tensor": {"test_pairwise_values": "pairwise_sq_dists"},
-    "hostile_repatch_thread": {"test_peak_flops": "peak_flops"},
-    "hostile_repatch_thread_flicker": {"test_peak_flops": "peak_flops"},
+    "hostile_repatch_thread": {"test_peak_flops": "FLOP/s"},
+    "hostile_repatch_thread_flicker": {"test_peak_flops": "FLOP/s"},
     "hostile_degenerate_rng": {"test_maxpool": "maxpool2d"},
     "hostile_patches_checks": {"test_peak_flops": ""},
 }

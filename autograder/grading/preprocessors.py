@@ -9,7 +9,6 @@ import secrets
 import time
 import traceback
 from functools import lru_cache
-from pathlib import Path
 
 import nbformat
 from jsonschema.exceptions import best_match
@@ -18,7 +17,6 @@ from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
-from nbgrader.coursedir import CourseDirectory
 from nbgrader.nbgraderformat import MetadataValidator, ValidationError
 from nbgrader.nbgraderformat.common import BaseMetadataValidator
 from nbgrader.preprocessors import CheckCellMetadata, Execute, NbGraderPreprocessor
@@ -30,7 +28,7 @@ from autograder.execution.kernel import SandboxedKernelManager
 from autograder.grading.markers import METADATA_KEY, MarkerInbox, forget, marker_record
 from autograder.grading.messages import bounded, message
 from autograder.isolation.watchdog import describe
-from autograder.judge.preprocess import JUDGED, KernelTransport, judged_cells
+from autograder.judge.preprocess import JUDGED, KernelTransport, judged_cells, source_notebook
 from autograder.judge.remote import KernelLink
 from autograder.judge.session import JudgeSession
 from dlkit import integrity
@@ -348,11 +346,7 @@ class RestoreMissingCells(NbGraderPreprocessor):
     """
 
     def preprocess(self, nb, resources):
-        meta = resources["nbgrader"]
-        coursedir = CourseDirectory(config=self.config)
-        source_path = Path(coursedir.format_path(coursedir.source_directory, ".", meta["assignment"])) / (
-            meta["notebook"] + ".ipynb")
-        source = nbformat.read(source_path, as_version=4)
+        source = source_notebook(self.config, resources)
         present = {grade_id_of(c) for c in nb.cells}
         previous = None
         for cell in source.cells:

@@ -64,7 +64,7 @@ class JudgeTests(NbGraderPreprocessor):
         tests = {grade_id_of(cell): cell.source for cell in source.cells
                  if cell.cell_type == "code" and is_grade(cell) and not is_solution(cell)}
         resources[JUDGED] = {
-            "modules": sorted({name.split(".")[0] for name in notebook_imports(source)}),
+            "modules": sorted(set(notebook_imports(source))),
             "cells": {grade_id: {"seed": seed_for(student, assignment, grade_id), "source": text}
                       for grade_id, text in tests.items()},
         }

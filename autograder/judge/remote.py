@@ -10,6 +10,7 @@ an exception a test could catch and pass over (`RefusedReply` is not an `Excepti
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sys
 from typing import Any, Callable, Iterator
 
@@ -115,6 +116,7 @@ class KernelLink:
         self._transport, self._timeout = transport, timeout
         self.place: tuple[str, str] | None = None
         self.callbacks: dict[int, Callable] = {}  # the judge's functions passed to student code, by number
+        self._numbers = itertools.count(1)
         self.requests = 0  # sent so far (the worker's log reports them per test)
 
     @contextlib.contextmanager
@@ -185,7 +187,7 @@ class KernelLink:
             sent_args, sent_kwargs = encoder.encode(list(args)), encoder.encode(dict(kwargs))
         except wire.WireError as err:
             raise TypeError(f"the judge cannot send this argument to the kernel: {err}") from None
-        inputs = _requiring_grad(encoder.kept)
+        inputs = wire.requiring_grad(encoder.kept)
         graph = bool(inputs) and watch is None and _grad_enabled()
         message = {"op": "call", "target": target._key, "args": sent_args, "kwargs": sent_kwargs,
                    "place": list(self.place) if self.place else None, "watch": watch, "name": name, "graph": graph}
@@ -262,7 +264,7 @@ class KernelLink:
         if isinstance(value, Remote):
             return {"t": "handle", "v": value._key}
         if callable(value):
-            key = len(self.callbacks) + 1
+            key = next(self._numbers)  # never reused: a number an earlier test handed out stays dead
             self.callbacks[key] = value
             return {"t": "handle", "v": key, "callback": True}
         raise wire.WireError(f"a {type(value).__qualname__} is not plain data")
@@ -332,11 +334,6 @@ def write_back(local: Any, changed: Any, new_storage: bool = False) -> None:
         if local.requires_grad != changed.requires_grad and (local.is_floating_point() or not changed.requires_grad):
             local.requires_grad_(changed.requires_grad)
         local.grad = changed.grad if changed.is_leaf else None
-
-
-def _requiring_grad(values: list) -> list:
-    torch = sys.modules.get("torch")
-    return [v for v in values if torch is not None and isinstance(v, torch.Tensor) and v.requires_grad]
 
 
 def _grad_enabled() -> bool:

@@ -143,14 +143,15 @@ class JudgeDlkit(types.ModuleType):
 class JudgeSession:
     """One notebook's test cells: the namespace they share in the judge, and the modules they may take from it.
 
-    `modules` are the top-level modules the instructor's notebook imports: a name the kernel reports as a
-    module is imported here only when it is one of them (a student cannot make the grader import anything).
+    `modules` are the modules the instructor's notebook imports, by full name: a name the kernel reports as a
+    module is imported here only when it is one of them or already imported in this process, so a student
+    cannot make the grader import anything new (a package's `__main__`, a submodule with side effects).
     """
 
     def __init__(self, link: KernelLink, modules: set[str]) -> None:
         self.link, self.modules = link, set(modules) | {"dlkit"}
         self.shared: dict[str, Any] = {}  # what earlier test cells defined
-        _preload(self.modules)
+        _preload({name.split(".")[0] for name in self.modules})
 
     def _import(self, name, globals=None, locals=None, fromlist=(), level=0):
         if level == 0 and name.split(".")[0] == "dlkit":
@@ -167,8 +168,10 @@ class JudgeSession:
         for name, entry in (self.link.resolve(names) if names else {}).items():
             if "value" in entry:
                 space[name] = entry["value"]
-            elif isinstance(entry.get("module"), str) and entry["module"].split(".")[0] in self.modules:
-                space[name] = self._view if entry["module"] == "dlkit" else _module(entry["module"])
+            elif entry.get("module") == "dlkit":
+                space[name] = self._view
+            elif entry.get("module") in self.modules or entry.get("module") in sys.modules:
+                space[name] = _module(entry["module"])
         return space
 
     def run(self, grade_id: str, source: str, seed: int) -> Verdict:
@@ -179,6 +182,7 @@ class JudgeSession:
         printed = io.StringIO()
         verdict = Verdict(passed=True)
         try:
+            self.link.callbacks.clear()  # the judge's functions an earlier test passed: not callable now
             with contextlib.redirect_stdout(printed), _torch_state():
                 print(f"{SEED_MARKER} {seed}")
                 self.link.seed(seed)

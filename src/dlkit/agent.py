@@ -150,13 +150,6 @@ def _storage(value: Any) -> int | None:
         return None
 
 
-def _requiring_grad(values: list) -> list:
-    import sys
-
-    torch = sys.modules.get("torch")
-    return [v for v in values if torch is not None and isinstance(v, torch.Tensor) and v.requires_grad]
-
-
 def _call(request: dict) -> dict:
     target = _object({"v": request.get("target")})
     method = request.get("method")
@@ -180,7 +173,7 @@ def _call(request: dict) -> dict:
     reply = {"ok": encoder.encode(result), "changed": changed, "new_storage": moved, **observed}
     if request.get("graph"):  # the judge backpropagates through this call: keep its graph
         key = len(_graphs) + 1
-        _graphs[key] = (_requiring_grad(decoder.decoded), _requiring_grad(encoder.kept))
+        _graphs[key] = (wire.requiring_grad(decoder.decoded), wire.requiring_grad(encoder.kept))
         reply["graph"] = key
     else:
         reply["same_as_arg"] = next((i for i, arg in enumerate(args) if result is arg), None)

@@ -337,6 +337,14 @@ class Decoder:
         return tensor
 
 
+def requiring_grad(values: list) -> list:
+    """The torch tensors among `values` that require grad, in order (the inputs and outputs of a call's graph)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    return [v for v in values if torch is not None and isinstance(v, torch.Tensor) and v.requires_grad]
+
+
 def _list(value: Any) -> list:
     if type(value) is not list:
         raise WireError("expected a list")

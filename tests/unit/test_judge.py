@@ -7,6 +7,7 @@ kernel cannot reach, whatever the submission patched, printed, returned or repli
 
 from __future__ import annotations
 
+import sys
 import time
 
 import pytest
@@ -111,6 +112,8 @@ def detached_loss(w):
 def replaces_storage(w):
     w.data = w.data * 0
 
+import this as zen  # a module the instructor's notebook never imports: the judge must not import it for a name
+
 # Everything an in-kernel checker would rely on, replaced: none of it is the judge's.
 math.isclose = lambda *a, **k: True
 np.allclose = torch.allclose = lambda *a, **k: True
@@ -153,6 +156,7 @@ TESTS = {
                  "_, large = dlkit.dispatched_ops(relu, torch.randn(1000))\n"
                  "assert small == large == 1, (small, large)"),
     "test_missing": "assert never_defined(1) == 1",
+    "test_foreign_module": "assert zen is not None",
     "test_in_kernel": ("import dlkit, torch\n@dlkit.in_kernel\ndef trained(n):\n    c = Counter()\n"
                        "    for _ in range(n):\n        c.step()\n    return {'n': c.n, 'kind': type(c).__name__}\n"
                        "got = trained(4)\nassert got == {'n': 4, 'kind': 'Counter'}, got"),
@@ -265,6 +269,11 @@ def test_a_helper_marked_in_kernel_runs_there_and_returns_plain_data(judged):
 
 def test_a_name_the_notebook_lacks_fails_as_python_would(judged):
     assert failure(judged, "test_missing") == "NameError: name 'never_defined' is not defined"
+
+
+def test_a_module_the_notebook_never_imports_is_not_imported_by_the_judge(judged):
+    assert failure(judged, "test_foreign_module") == "NameError: name 'zen' is not defined"
+    assert "this" not in sys.modules, "the judge (this process) imported a module a submission named"
 
 
 def test_functions_of_the_judge_run_in_the_judge_when_student_code_calls_them(judged):

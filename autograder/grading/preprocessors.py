@@ -197,7 +197,10 @@ class GuardedExecute(Execute):
             return cell
         if getattr(self, "_judge", None) is None:
             link = KernelLink(KernelTransport(self), lambda: self._judge_deadline - time.monotonic())
-            self._judge = JudgeSession(link, set(resources[JUDGED]["modules"]))
+            try:
+                self._judge = JudgeSession(link, set(resources[JUDGED]["modules"]))
+            except Exception as err:  # the judge's own imports: the grading machine's fault, never a student's zero
+                raise KernelStartFailure(f"the grader's judge could not start: {type(err).__name__}: {err}") from err
         self._judge_deadline = time.monotonic() + min(self.timeout or remaining, remaining)
         test = judged_cells(resources)[grade_id_of(cell)]
         sent = self._judge.link.requests

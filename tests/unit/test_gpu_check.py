@@ -49,4 +49,36 @@ def test_a_cuda_table_overrides_the_default_expectation_only_for_its_students():
 def test_the_torch_notebooks_are_the_ones_checked():
     names = gpu_check.torch_assignments()
     assert {"01_tensors", "03_autograd", "04_modules", "07_deployment", "08_data_parallel"} <= set(names)
-    assert "06_tf_function" not in names
+    assert "06_tf_function" not in names and "08_data_parallel" in names
+
+
+def test_without_tensorflow_leaves_out_its_cells_and_the_rest_runs(tmp_path):
+    """The GPU machine has no TensorFlow: 08's torch cells (its DDP ranks) must still run there."""
+    from nbclient import NotebookClient
+
+    setup = new_code_cell("import tensorflow as tf\nimport keras\nimport dlkit\n"
+                          "tf.config.set_logical_device_configuration(tf.config.list_physical_devices('CPU')[0],"
+                          " [tf.config.LogicalDeviceConfiguration()] * 2)\n"
+                          "dlkit.seed_everything(0)\nprint(tf.__version__, tf.config.list_logical_devices('CPU'))")
+    setup.metadata["nbgrader"] = {"grade_id": "setup"}
+    later = new_code_cell("import sys\nimport matplotlib.cbook\n"
+                          "assert not [m for m in sys.modules if m.startswith(('tensorfl', 'kera'))]\n"
+                          "assert matplotlib.cbook._unpack_to_numpy([1.0, 2.0]) == [1.0, 2.0]\n"
+                          "dlkit.seed_everything(1)\nprint('torch part ran')")
+    nb = new_notebook(cells=[setup, new_code_cell("strategy = tf.distribute.MirroredStrategy()"), later])
+    assert gpu_check.without_tensorflow(nb) == 1
+    assert [c.source for c in nb.cells][1] == setup.source and len(nb.cells) == 4
+    NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    assert "torch part ran" in nb.cells[-1].outputs[0]["text"]
+
+
+def test_only_notebooks_with_tests_on_each_device_need_cuda_in_the_reference_row():
+    assert gpu_check.uses_devices("01_tensors") and gpu_check.uses_devices("08_data_parallel")
+    assert not gpu_check.uses_devices("02_backprop")
+
+
+def test_without_tensorflow_only_the_notebooks_mostly_about_torch_run(monkeypatch):
+    monkeypatch.setattr(gpu_check, "has_tensorflow", lambda: False)
+    names = gpu_check.torch_assignments()
+    assert "08_data_parallel" in names and "05_tf1_vs_tf2" not in names and "06_tf_function" not in names
+    assert "08_data_parallel" not in gpu_check.gradable(list(names)) and "01_tensors" in gpu_check.gradable(list(names))

@@ -12,6 +12,8 @@ WORKERS     ?= $(shell nproc 2>/dev/null || echo 2)
 GRADE_FLAGS ?=
 DEVICES     ?= auto
 NOTEBOOK    ?= 07_deployment
+SEEDS       ?= 2000
+SEED_BUDGET ?= 60
 ROSTER      ?=
 ITEMS       ?=
 
@@ -85,6 +87,7 @@ test-xla: $(VENV_XLA)/.installed
 ## Grade the held-out corpus (autograder/corpus/) and the sample submissions: correct answers get full marks, wrong ones lose points, each sample exactly its listed tests; prints both tables
 accuracy: release
 	$(PY) -m autograder.verify.accuracy build/accuracy
+	$(PY) -m autograder.verify.seed_sweep --with-corpus --seeds $(SEEDS) --budget $(SEED_BUDGET) --out build/accuracy/seed-sweep.md
 
 ## First-order mutants of each exercise's reference against its hidden tests: make mutation [NOTEBOOK=02_backprop]; writes build/mutation/
 mutation: venv

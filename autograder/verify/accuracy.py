@@ -26,7 +26,9 @@ and the verdict is:
   the exercises of the entries it holds.
 The same run grades the sample submissions and the blank release (sample_class.py): each sample
 must fail exactly the tests autograder/expected lists for it, the blank release must score 0.
-Both tables are printed and written to OUT/accuracy.md; exit status 1 on any disagreement.
+Then the correct answers are graded once more on the CPU alone (--devices cpu): they must keep full
+marks both ways, so the simulated accelerator of the default run takes nothing from correct code.
+The tables are printed and written to OUT/accuracy.md; exit status 1 on any disagreement.
 """
 
 from __future__ import annotations
@@ -214,6 +216,41 @@ def table(verdicts: list[tuple[Entry, bool, str]]) -> str:
     return "\n".join(lines + ["", "Disagreements:" if wrongs else "Every entry agrees with its label.", *wrongs]) + "\n"
 
 
+def grade(class_dir: Path, grades: Path, assignments_: list[str], workers: int | None, *flags: str) -> int:
+    """Grade `class_dir` into `grades` with the default grader (and `flags`): its exit status."""
+    command = [sys.executable, "-m", "autograder.grade", str(class_dir), str(grades),
+               "--assignments", ",".join(assignments_), "--cell-timeout", "60", *flags]
+    if workers:
+        command += ["--workers", str(workers)]
+    return subprocess.run(command, cwd=REPO).returncode
+
+
+def device_comparison(held: dict[tuple[str, str], list[Entry]], out: Path, workers: int | None,
+                      failing_default: dict[tuple[str, str], set[str]]) -> tuple[str, bool]:
+    """Same score on every machine: the corpus's correct answers graded again on the CPU alone, against the
+    default run (cpu and the simulated accelerator on a CPU-only machine). Every one must keep full marks on
+    both, so the simulation takes nothing from correct code that a machine without it would give."""
+    class_dir = out / "class-cpu"
+    correct = sorted({key for key, entries in held.items() if entries[0].kind == "correct"})
+    for student, assignment in correct:
+        shutil.copytree(out / "class" / student / assignment, class_dir / student / assignment)
+    status = grade(class_dir, out / "grades-cpu", sorted({a for _, a in correct}), workers, "--devices", "cpu")
+    if status != 0:
+        return f"The CPU-only run failed: the grader exited with status {status}.\n", False
+    on_cpu = failing_tests(out / "grades-cpu" / "results.csv")
+    lines = ["| assignment | correct notebooks | full marks on cpu | full marks on cpu+fakegpu | same tests failed |",
+             "|---|---|---|---|---|"]
+    holds = True
+    for assignment in sorted({a for _, a in correct}):
+        keys = [k for k in correct if k[1] == assignment]
+        cpu_ok = sum(not on_cpu.get(k, {"(not graded)"}) for k in keys)
+        default_ok = sum(not failing_default.get(k, {"(not graded)"}) for k in keys)
+        same = sum(on_cpu.get(k) == failing_default.get(k) for k in keys)
+        holds &= cpu_ok == default_ok == same == len(keys)
+        lines.append(f"| {assignment} | {len(keys)} | {cpu_ok} | {default_ok} | {same} |")
+    return "\n".join(lines) + "\n", holds
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path, nargs="?", default=REPO / "build" / "accuracy")
@@ -230,24 +267,23 @@ def main(argv: list[str] | None = None) -> int:
     held = build_class(entries, out / "class")
     graded = sorted({a for _, a in held} | set(names or assignments()))
     samples = copy_samples(out / "class", graded)
-    command = [sys.executable, "-m", "autograder.grade", str(out / "class"), str(out / "grades"), "--with-blank",
-               "--assignments", ",".join(graded), "--cell-timeout", "60"]
-    if args.workers:
-        command += ["--workers", str(args.workers)]
-    proc = subprocess.run(command, cwd=REPO)
-    if proc.returncode != 0:
-        print(f"error: the grader exited with status {proc.returncode}", file=sys.stderr)
-        return proc.returncode
-    verdicts = judge(held, failing_tests(out / "grades" / "results.csv"))
+    status = grade(out / "class", out / "grades", graded, args.workers, "--with-blank")
+    if status != 0:
+        print(f"error: the grader exited with status {status}", file=sys.stderr)
+        return status
+    failing = failing_tests(out / "grades" / "results.csv")
+    verdicts = judge(held, failing)
+    devices, devices_hold = device_comparison(held, out, args.workers, failing)
     rows = read_results(out / "grades")
     sample_verdicts = judge_samples(rows, samples)
     hints, hints_hold = hint_table(hint_verdicts(held, rows))
     report = (f"## Held-out corpus\n\n{table(verdicts)}\n## Sample submissions\n\n{sample_table(sample_verdicts)}"
-              f"\n## Feedback hints on the corpus (autograder/hints/)\n\n{hints}")
+              f"\n## Feedback hints on the corpus (autograder/hints/)\n\n{hints}"
+              f"\n## Correct answers on cpu alone and on cpu+fakegpu\n\n{devices}")
     (out / "accuracy.md").write_text(report, encoding="utf-8")
     print(report)
     agrees = all(ok for _, ok, _ in verdicts) and all(v.agrees for v in sample_verdicts)
-    return 0 if agrees and hints_hold else 1
+    return 0 if agrees and hints_hold and devices_hold else 1
 
 
 if __name__ == "__main__":

@@ -73,12 +73,18 @@ def free_names(source: str) -> list[str]:
     return [name for name in in_order if name not in bound and not hasattr(builtins, name)]
 
 
+#: Defined in the kernel to ask which device kinds TensorFlow has there (JudgeDlkit._present).
+_TF_KINDS = ("def _dlkit_tf_kinds():\n    from dlkit.devices import tf_kinds_present\n"
+             "    return list(tf_kinds_present())\n")
+
+
 class JudgeDlkit(types.ModuleType):
     """What `import dlkit` gives a test in the judge: dlkit itself, with the helpers that meet the kernel."""
 
     def __init__(self, link: KernelLink, devices: dict[str, dict], source: str = "") -> None:
         super().__init__("dlkit", dlkit.__doc__)
         self._link, self._devices, self._source = link, devices, source
+        self._tf_kinds: list[str] | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(dlkit, name)
@@ -107,6 +113,16 @@ class JudgeDlkit(types.ModuleType):
             return self._link.call(fn, args, {}, watch="float64", name=name)
         return dlkit.assert_no_float64(fn, *args, name=name)
 
+    def _present(self, framework: str) -> list[str]:
+        """The device kinds `framework` has where the student's code runs. TensorFlow's are asked of the kernel
+        (once per notebook), which imports it anyway; the CPU is always there, whatever the kernel says."""
+        if framework == "torch":
+            return ondevice._present("torch")
+        if self._tf_kinds is None:
+            reported = self._link.define(_TF_KINDS, "_dlkit_tf_kinds")()
+            self._tf_kinds = ["cpu"] + [k for k in ("cuda", "xla") if isinstance(reported, list) and k in reported]
+        return self._tf_kinds
+
     def check_on_devices(self, check: Callable[[str], None], kinds: list[str] | None = None,
                          framework: str = "torch") -> dict[str, str]:
         """As dlkit.check_on_devices, recording each device's result for the grader instead of sending markers."""
@@ -114,13 +130,16 @@ class JudgeDlkit(types.ModuleType):
             raise ValueError(f"framework must be one of {ondevice.FRAMEWORKS}, not {framework!r}")
         statuses: dict[str, str] = {}
         errors: dict[str, BaseException] = {}
-        for kind, present in ondevice._kinds_to_visit(kinds, framework):
+        for kind, present in ondevice._kinds_to_visit(kinds, framework, self._present(framework)):
             if not present:
                 statuses[kind] = "skipped"
                 self._devices[kind] = {"status": "skipped", "message": ondevice._absence(kind, framework)}
                 continue
+            # TensorFlow's placement matters only in the kernel, where its code runs; the judge never imports it
+            # for placement (seconds per worker, and on a GPU machine its eager context would take GPU memory).
+            judge_side = ondevice._placement(kind, framework) if framework == "torch" else contextlib.nullcontext()
             try:
-                with ondevice._placement(kind, framework), self._link.placed(kind, framework):
+                with judge_side, self._link.placed(kind, framework):
                     check(kind)
             except ondevice.SkipDevice as why:
                 statuses[kind] = "skipped"

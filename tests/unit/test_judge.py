@@ -112,6 +112,9 @@ def detached_loss(w):
 def replaces_storage(w):
     w.data = w.data * 0
 
+import dlkit.devices
+dlkit.devices.tf_kinds_present = lambda: ["xla", "bogus"]  # TensorFlow's device kinds, as this kernel reports them
+
 import this as zen  # a module the instructor's notebook never imports: the judge must not import it for a name
 
 # Everything an in-kernel checker would rely on, replaced: none of it is the judge's.
@@ -140,6 +143,9 @@ TESTS = {
                      "    t = torch.randn(5, device=dlkit.as_torch_device(kind))\n"
                      "    out = relu_on_cpu(t)\n    dlkit.assert_same_placement(out, t, name='relu')\n"
                      "dlkit.check_on_devices(check, kinds=['cpu', 'fakegpu'])"),
+    "test_tf_devices": ("import dlkit\nseen = []\n"
+                        "dlkit.check_on_devices(seen.append, kinds=['cpu', 'cuda', 'xla'], framework='tf')\n"
+                        "assert seen == ['cpu', 'xla'], seen"),
     "test_handles": "c = Counter()\nassert (c.step(), c.step(), c.step()) == (1, 2, 3) and c.n == 3",
     "test_opaque": "got = lying_distances(1)\nassert got.min() >= 0",
     "test_backward": ("import torch\nx = torch.randn(5, dtype=torch.float64, requires_grad=True)\n"
@@ -240,6 +246,14 @@ def test_each_device_is_recorded_by_the_judge(judged):
     devices = cell.metadata[METADATA_KEY]["devices"]
     assert devices["cpu"]["status"] == "passed"
     assert devices["fakegpu"]["status"] == "failed" and "device" in devices["fakegpu"]["message"]
+
+
+def test_tensorflow_devices_are_asked_of_the_kernel_not_placed_in_the_judge(judged):
+    """TF's kinds come from the kernel (the CPU always, unknown names dropped); the judge imports no TensorFlow
+    to place a check (xla would need a TPU strategy here), since the student's TF code runs in the kernel."""
+    assert failure(judged, "test_tf_devices") == ""
+    devices = judged[0]["test_tf_devices"].metadata[METADATA_KEY]["devices"]
+    assert {kind: d["status"] for kind, d in devices.items()} == {"cpu": "passed", "cuda": "skipped", "xla": "passed"}
 
 
 def test_objects_the_students_classes_build_run_in_the_kernel(judged):

@@ -25,7 +25,8 @@ import contextlib
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
@@ -125,6 +126,17 @@ def _sweep_in_child(notebook: str, seeds: list[int], only: set[str] | None, answ
         return sweep(Path(notebook), seeds, only, answers, budget, assignment, answer)
 
 
+def _sweep_alone(notebook: str, seeds: list[int], only: set[str] | None, answers: dict[str, str], budget: float,
+                 assignment: str, answer: str) -> Sweep:
+    """_sweep_in_child in a process pool of its own, so that a process that dies is that answer's error,
+    named in the report, and not the end of the whole sweep."""
+    try:
+        with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+            return pool.submit(_sweep_in_child, notebook, seeds, only, answers, budget, assignment, answer).result()
+    except BrokenProcessPool as died:
+        return Sweep(assignment, answer, error=f"its process died ({died})")
+
+
 def report(sweeps: list[Sweep], seeds: int) -> str:
     """A Markdown table per assignment, then every failure."""
     lines = ["| assignment | answers swept | tests | seeds per test (fewest) | answers losing a point |",
@@ -162,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [(str(args.notebook or assignments()[name]), sweep_seeds(name, args.seeds, args.seed), only, answers,
              args.budget, name, answer)
             for name in names for answer, answers in answers_to_sweep(name, args.with_corpus)]
-    with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn"), max_tasks_per_child=1) as pool:
-        sweeps = list(pool.map(_sweep_in_child, *zip(*jobs)))
+    with ThreadPoolExecutor(args.workers) as threads:
+        sweeps = list(threads.map(lambda job: _sweep_alone(*job), jobs))
     text = report(sweeps, args.seeds + len(args.seed))
     print(text, end="")
     if args.out:

@@ -232,6 +232,8 @@ def device_comparison(held: dict[tuple[str, str], list[Entry]], out: Path, worke
     both, so the simulation takes nothing from correct code that a machine without it would give."""
     class_dir = out / "class-cpu"
     correct = sorted({key for key, entries in held.items() if entries[0].kind == "correct"})
+    if not correct:
+        return "No correct answers in this run's corpus.\n", True
     for student, assignment in correct:
         shutil.copytree(out / "class" / student / assignment, class_dir / student / assignment)
     status = grade(class_dir, out / "grades-cpu", sorted({a for _, a in correct}), workers, "--devices", "cpu")

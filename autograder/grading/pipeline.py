@@ -32,6 +32,7 @@ from autograder.grading.intake import Submission
 from autograder.grading.report import Timing, in_csv_order, write_csvs, write_timings
 from autograder.grading.results import CellResult, autograded_cells, collect, execution_seconds
 from autograder.isolation.limits import kill_descendants, process_rlimits
+from autograder.judge import session as judge_session
 from autograder.options import GradingOptions
 from autograder.paths import BUILD, RELEASE
 
@@ -162,6 +163,8 @@ def grade_in_parallel(todo: list[Submission], options: GradingOptions,
             print(f"WARNING: cold kernels: the zygote could not start: {err}", file=sys.stderr)
             zygote.close()
             zygote = None
+    if options.engine == "local":  # what the judge needs, imported once here while the zygote imports on another core
+        judge_session.preload(set(preload))
     if options.engine == "dask":
         engine = dask_engine(workers, out / "logs", options.limits, kernel_env, options.scheduler)
     else:

@@ -155,12 +155,10 @@ class KernelLink:
         except (wire.WireError, ValueError, TypeError, RuntimeError) as err:
             raise RefusedReply(f"the kernel's reply was not plain data: {err}") from None
 
-    def seed(self, seed: int) -> None:
-        self.request({"op": "seed", "seed": int(seed)})
-
-    def resolve(self, names: list[str]) -> dict[str, dict]:
-        """What each name is in the notebook: {"module": name}, {"value": decoded} or {"missing": True}."""
-        found = self.request({"op": "resolve", "names": names}).get("names")
+    def begin(self, seed: int, names: list[str]) -> dict[str, dict]:
+        """Start a test in the kernel (one request): seed it with `seed`, and say what each name is in the
+        notebook: {"module": name}, {"value": decoded} or {"missing": True}."""
+        found = self.request({"op": "begin", "seed": int(seed), "names": names}).get("names")
         if not isinstance(found, dict):
             raise RefusedReply("the kernel's reply was not plain data: no names")
         out = {}

@@ -81,10 +81,11 @@ _TF_KINDS = ("def _dlkit_tf_kinds():\n    from dlkit.devices import tf_kinds_pre
 class JudgeDlkit(types.ModuleType):
     """What `import dlkit` gives a test in the judge: dlkit itself, with the helpers that meet the kernel."""
 
-    def __init__(self, link: KernelLink, devices: dict[str, dict], source: str = "") -> None:
+    def __init__(self, link: KernelLink, devices: dict[str, dict], source: str = "",
+                 tf_kinds: list[list[str]] | None = None) -> None:
         super().__init__("dlkit", dlkit.__doc__)
         self._link, self._devices, self._source = link, devices, source
-        self._tf_kinds: list[str] | None = None
+        self._tf_kinds = tf_kinds if tf_kinds is not None else []  # the session's answer, once asked
 
     def __getattr__(self, name: str) -> Any:
         return getattr(dlkit, name)
@@ -118,10 +119,11 @@ class JudgeDlkit(types.ModuleType):
         (once per notebook), which imports it anyway; the CPU is always there, whatever the kernel says."""
         if framework == "torch":
             return ondevice._present("torch")
-        if self._tf_kinds is None:
+        if not self._tf_kinds:
             reported = self._link.define(_TF_KINDS, "_dlkit_tf_kinds")()
-            self._tf_kinds = ["cpu"] + [k for k in ("cuda", "xla") if isinstance(reported, list) and k in reported]
-        return self._tf_kinds
+            kinds = [k for k in ("cuda", "xla") if isinstance(reported, list) and k in reported]
+            self._tf_kinds.append(["cpu", *kinds])
+        return self._tf_kinds[0]
 
     def check_on_devices(self, check: Callable[[str], None], kinds: list[str] | None = None,
                          framework: str = "torch") -> dict[str, str]:
@@ -170,7 +172,8 @@ class JudgeSession:
     def __init__(self, link: KernelLink, modules: set[str]) -> None:
         self.link, self.modules = link, set(modules) | {"dlkit"}
         self.shared: dict[str, Any] = {}  # what earlier test cells defined
-        _preload({name.split(".")[0] for name in self.modules})
+        self._tf_kinds: list[list[str]] = []  # TensorFlow's device kinds in the kernel, once asked
+        preload({name.split(".")[0] for name in self.modules})
 
     def _import(self, name, globals=None, locals=None, fromlist=(), level=0):
         if level == 0 and name.split(".")[0] == "dlkit":
@@ -179,12 +182,13 @@ class JudgeSession:
             return builtins.__import__(name, globals, locals, fromlist, level)
         return builtins.__import__(name, globals, locals, fromlist, level)
 
-    def _namespace(self, source: str) -> dict[str, Any]:
+    def _namespace(self, source: str, seed: int) -> dict[str, Any]:
+        """The test's namespace; asking the kernel for the names it reads also seeds the kernel (one request)."""
         names = [name for name in free_names(source) if name not in self.shared]
         space: dict[str, Any] = {"__builtins__": {**vars(builtins), "__import__": self._import},
                                  "__name__": "__judge__"}
         space.update(self.shared)
-        for name, entry in (self.link.resolve(names) if names else {}).items():
+        for name, entry in self.link.begin(seed, names).items():
             if "value" in entry:
                 space[name] = entry["value"]
             elif entry.get("module") == "dlkit":
@@ -197,17 +201,16 @@ class JudgeSession:
         """Run one test cell's code (visible and hidden) with the student's functions in their kernel."""
         started = time.monotonic()
         devices: dict[str, dict] = {}
-        self._view = JudgeDlkit(self.link, devices, source)
+        self._view = JudgeDlkit(self.link, devices, source, self._tf_kinds)
         printed = io.StringIO()
         verdict = Verdict(passed=True)
         try:
             self.link.callbacks.clear()  # the judge's functions an earlier test passed: not callable now
             with contextlib.redirect_stdout(printed), _torch_state():
                 print(f"{SEED_MARKER} {seed}")
-                self.link.seed(seed)
-                seed_everything(seed)
                 code = compile(source, f"<test {grade_id}>", "exec")
-                space = self._namespace(source)
+                space = self._namespace(source, seed)
+                seed_everything(seed)
                 before = set(space)
                 exec(code, space)
                 self.shared.update({k: v for k, v in space.items() if k not in before or k in self.shared})
@@ -239,16 +242,21 @@ def _definition(source: str, fn) -> ast.FunctionDef:
     raise ValueError(f"dlkit.in_kernel: no definition of {fn.__name__} in the test's source")
 
 
-def _preload(modules: set[str]) -> None:
-    """Import torch once per worker, as the zygote does: without the cyclic collector while importing, and frozen
-    after it, so the worker's collections never walk torch's objects again (2.3 s to import it with the collector
-    on, in a worker beside a running kernel)."""
-    if "torch" not in modules or "torch" in sys.modules:
+def preload(modules: set[str]) -> None:
+    """Import torch (and torch._dynamo, which the simulated accelerator's placement reaches) as the zygote does:
+    without the cyclic collector while importing, and frozen after it, so collections never walk torch's
+    objects again (2.3 s to import it with the collector on, in a worker beside a running kernel).
+
+    The grader calls this in its main process before it forks local workers, while the zygote imports on
+    another core, so no worker pays it (1.2 s for torch and 0.9 s for torch._dynamo per worker, measured);
+    a worker that was not forked from it (Dask) pays it at its first judged notebook."""
+    if "torch" not in modules or "torch._dynamo" in sys.modules:
         return
     enabled = gc.isenabled()
     gc.disable()
     try:
         import torch  # noqa: F401
+        import torch._dynamo  # noqa: F401
     finally:
         gc.freeze()
         if enabled:

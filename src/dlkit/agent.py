@@ -206,12 +206,10 @@ def _backward(request: dict) -> dict:
 
 def _serve(request: dict) -> dict:
     op = request.get("op")
-    if op == "seed":
+    if op == "begin":  # a test starts: seed this kernel as the judge seeds itself, then say what its names are
         from .seeding import seed_everything
 
         seed_everything(int(request["seed"]))
-        return {"ok": None}
-    if op == "resolve":
         space = _user_namespace()
         return {"names": {str(name): (_describe(space[name]) if name in space else {"missing": True})
                           for name in request.get("names", [])}}

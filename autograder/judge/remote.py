@@ -295,11 +295,6 @@ class KernelLink:
             raise _exception(reply["raised"])
         return self.decode(reply.get("ok"), usable=target._usable)
 
-    def release(self) -> None:
-        self.request({"op": "release"})
-
-
-
 
 def write_back(local: Any, changed: Any, new_storage: bool = False) -> None:
     """Make the judge's argument what the call left in the kernel: its values (in new storage where the call gave

@@ -226,11 +226,6 @@ def _serve(request: dict) -> dict:
             return {"ok": _encode(getattr(_object({"v": request.get("target")}), str(request.get("name"))))}
         except Exception as err:
             return _raised(err)
-    if op == "release":
-        _objects.clear()
-        _handles.clear()
-        _graphs.clear()
-        return {"ok": None}
     raise wire.WireError(f"unknown request {op!r}")
 
 

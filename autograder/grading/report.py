@@ -106,6 +106,17 @@ def read_results(out: Path) -> list[CellResult]:
             for r in read_rows(out / "results.csv")]
 
 
+def failing_tests(rows: list[dict[str, str]]) -> dict[tuple[str, str], set[str]]:
+    """{(student, assignment): test cells with a row (of any device) neither passed nor skipped}, from the rows of
+    a results.csv (read_rows); every submission with a row is a key, with no failing test an empty set."""
+    failing: dict[tuple[str, str], set[str]] = {}
+    for r in rows:
+        tests = failing.setdefault((r["student_id"], r["assignment"]), set())
+        if r["status"] not in ("passed", "skipped"):
+            tests.add(r["grade_id"])
+    return failing
+
+
 def tampered_rows(rows: list[CellResult]) -> list[CellResult]:
     """The rows voided for tampering, one per test cell (device rows repeat the cell's verdict)."""
     seen = {}

@@ -48,7 +48,7 @@ from autograder.authoring.samples import fill_release, solution_sources
 from autograder.course import assignments, grade_id_of
 from autograder.grading.csv_cells import read_rows
 from autograder.grading.hints import likely_mistakes
-from autograder.grading.report import read_results
+from autograder.grading.report import failing_tests, read_results
 from autograder.grading.results import CellResult
 from autograder.paths import CORPUS, REPO
 from autograder.verify.sample_class import copy_samples, judge_samples, sample_table
@@ -135,16 +135,6 @@ def build_class(entries: list[Entry], class_dir: Path) -> dict[tuple[str, str], 
             nbformat.write(fill_release(assignment, answers), target / f"{assignment}.ipynb")
             held[(student, assignment)] = notebook_entries
     return held
-
-
-def failing_tests(results: Path) -> dict[tuple[str, str], set[str]]:
-    """{(student, assignment): tests with a device row that neither passed nor was skipped}."""
-    failing: dict[tuple[str, str], set[str]] = {}
-    for r in read_rows(results):
-        tests = failing.setdefault((r["student_id"], r["assignment"]), set())
-        if r["status"] not in ("passed", "skipped"):
-            tests.add(r["grade_id"])
-    return failing
 
 
 def judge(held: dict[tuple[str, str], list[Entry]], failing: dict[tuple[str, str], set[str]]
@@ -239,7 +229,7 @@ def device_comparison(held: dict[tuple[str, str], list[Entry]], out: Path, worke
     status = grade(class_dir, out / "grades-cpu", sorted({a for _, a in correct}), workers, "--devices", "cpu")
     if status != 0:
         return f"The CPU-only run failed: the grader exited with status {status}.\n", False
-    on_cpu = failing_tests(out / "grades-cpu" / "results.csv")
+    on_cpu = failing_tests(read_rows(out / "grades-cpu" / "results.csv"))
     lines = ["| assignment | correct notebooks | full marks on cpu | full marks on cpu+fakegpu | same tests failed |",
              "|---|---|---|---|---|"]
     holds = True
@@ -273,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     if status != 0:
         print(f"error: the grader exited with status {status}", file=sys.stderr)
         return status
-    failing = failing_tests(out / "grades" / "results.csv")
+    failing = failing_tests(read_rows(out / "grades" / "results.csv"))
     verdicts = judge(held, failing)
     devices, devices_hold = device_comparison(held, out, args.workers, failing)
     rows = read_results(out / "grades")

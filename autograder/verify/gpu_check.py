@@ -38,6 +38,7 @@ from nbclient.exceptions import CellExecutionError
 from autograder.authoring.samples import SUBMISSIONS, expected_failures_on
 from autograder.course import assignments
 from autograder.grading.csv_cells import read_rows
+from autograder.grading.report import failing_tests
 from autograder.paths import REPO
 
 #: Notebook 01 on a GPU the kit knows: its bf16 matmul must reach this share of the spec peak.
@@ -144,16 +145,6 @@ def bf16_shares(nb: nbformat.NotebookNode) -> list[float]:
     """The bf16 'spec peak = N%' figures notebook 01's precision cell printed, as fractions."""
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     return [float(share) / 100 for share in re.findall(r"bf16:.*spec peak = (\d+)%", text)]
-
-
-def failing_tests(rows: list[dict]) -> dict[tuple[str, str], set[str]]:
-    """{(student, assignment): test cells with a row neither passed nor skipped}."""
-    failing: dict[tuple[str, str], set[str]] = {}
-    for r in rows:
-        tests = failing.setdefault((r["student_id"], r["assignment"]), set())
-        if r["status"] not in ("passed", "skipped"):
-            tests.add(r["grade_id"])
-    return failing
 
 
 def start_grading(names: list[str], out: Path) -> subprocess.Popen:

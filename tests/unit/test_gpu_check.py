@@ -9,6 +9,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 from autograder.authoring.samples import expected_failures, expected_failures_on
+from autograder.grading.report import failing_tests
 from autograder.paths import REPO
 from autograder.verify import gpu_check
 
@@ -36,7 +37,7 @@ def test_a_test_fails_when_any_device_row_fails_but_not_when_skipped():
             {"student_id": "s", "assignment": "a", "grade_id": "t1", "status": "failed"},
             {"student_id": "s", "assignment": "a", "grade_id": "t2", "status": "passed"},
             {"student_id": "s", "assignment": "a", "grade_id": "t2", "status": "skipped"}]
-    assert gpu_check.failing_tests(rows) == {("s", "a"): {"t1"}}
+    assert failing_tests(rows) == {("s", "a"): {"t1"}}
 
 
 def test_a_cuda_table_overrides_the_default_expectation_only_for_its_students():

@@ -4,6 +4,7 @@ Plain functions, each in a small module: devices, seeding, benchmarking, checks,
 Importing dlkit is cheap: torch and TensorFlow are imported only by the functions that need them.
 """
 
+from . import domains
 from .bench import Timing, benchmark, grading
 from .checks import (
                      assert_close,
@@ -40,6 +41,6 @@ __all__ = [
     "rel_error", "tolerances_for", "to_numpy", "data_file", "as_torch_device", "default_device", "is_colab",
     "synchronize", "test_devices", "check_on_devices", "SkipDevice", "has_float64", "tf_devices", "torch_devices",
     "cpu_peak_flops", "device_name", "device_peak_flops", "gpu_peak_flops", "bar_plot", "line_plot", "seed_everything",
-    "launch", "free_port", "WorkerError", "LaunchTimeout", "report_runtime",
+    "launch", "free_port", "WorkerError", "LaunchTimeout", "report_runtime", "domains",
 ]
 __version__ = "0.1.0"

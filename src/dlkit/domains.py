@@ -33,14 +33,14 @@ def array_shapes(rng: np.random.Generator, *, max_ndim: int = 3, max_side: int =
 def layouts(array: Any) -> list[tuple[str, Any]]:
     """`array` (NumPy or torch) and views of other arrays with the same values, dtype and device, as a function
     that accepts "an array" must take them: (what it is, the array) for the array itself, a transposed view
-    (not contiguous, where it has 2 or more axes) and a strided view (every other entry of a wider array's last
-    axis, where it has 1 or more). A function that reads a view's memory as if it were contiguous, or writes
-    into a copy of it, gets the wrong values or leaves the view unchanged."""
+    (not contiguous, where it has 2 or more axes) and a strided view (every other entry along each axis of a
+    larger array, where it has 1 or more axes). A function that reads a view's memory as if it were contiguous,
+    or writes into a copy of it, gets the wrong values or leaves the view unchanged."""
     found = [("the array itself", array)]
     if array.ndim >= 2:
         found.append(("a transposed view (not contiguous)", _transposed_view(array)))
     if array.ndim >= 1:
-        found.append(("a strided view (every other entry of a wider array)", _strided_view(array)))
+        found.append(("a strided view (every other entry of a larger array)", _strided_view(array)))
     return found
 
 
@@ -51,14 +51,16 @@ def _transposed_view(array: Any) -> Any:
 
 
 def _strided_view(array: Any) -> Any:
-    wider = (*array.shape[:-1], 2 * array.shape[-1])
+    """Every other entry along each axis of an array twice as large: no two axes can be merged into one."""
+    every_other = tuple(slice(None, None, 2) for _ in array.shape)
+    larger = tuple(2 * side for side in array.shape)
     if isinstance(array, np.ndarray):
-        base = np.zeros(wider, dtype=array.dtype)
-        base[..., ::2] = array
-        return base[..., ::2]
-    base = array.detach().new_zeros(wider)
-    base[..., ::2] = array.detach()
-    return _as_leaf_like(array, base[..., ::2])
+        base = np.zeros(larger, dtype=array.dtype)
+        base[every_other] = array
+        return base[every_other]
+    base = array.detach().new_zeros(larger)
+    base[every_other] = array.detach()
+    return _as_leaf_like(array, base[every_other])
 
 
 def _as_leaf_like(array: Any, view: Any) -> Any:

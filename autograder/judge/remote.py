@@ -197,6 +197,13 @@ class KernelLink:
         if "ok" not in reply:
             raise RefusedReply("the kernel's reply was not plain data: no result")
         self._write_back(args, reply)
+        left = reply.get("left_state") or []
+        if type(left) is not list or not all(type(what) is str for what in left):
+            raise RefusedReply("the kernel's reply was not plain data: global state")
+        if left:  # the kernel put it back; every later call would have met it
+            changes = "; ".join(what[:200] for what in left[:3])
+            raise AssertionError(f"{name or 'a function of the submission'} changed global state and did not put it "
+                                 f"back ({changes}): restore what you change, e.g. with a context manager")
         usable = target._class and not method
         same = reply.get("same_as_arg")
         if type(same) is int and 0 <= same < len(args):

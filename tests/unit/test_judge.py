@@ -112,6 +112,14 @@ def detached_loss(w):
 def replaces_storage(w):
     w.data = w.data * 0
 
+def leaves_float64(x):
+    torch.set_default_dtype(torch.float64)
+    torch.set_grad_enabled(False)
+    return 2 * x
+
+def default_dtype_name():
+    return str(torch.get_default_dtype()) + " " + str(torch.is_grad_enabled())
+
 import dlkit.devices
 dlkit.devices.tf_kinds_present = lambda: ["xla", "bogus"]  # TensorFlow's device kinds, as this kernel reports them
 
@@ -162,6 +170,8 @@ TESTS = {
                  "_, large = dlkit.dispatched_ops(relu, torch.randn(1000))\n"
                  "assert small == large == 1, (small, large)"),
     "test_missing": "assert never_defined(1) == 1",
+    "test_left_state": "assert leaves_float64(2.0) == 4.0",
+    "test_after_left_state": "assert default_dtype_name() == 'torch.float32 True', default_dtype_name()",
     "test_foreign_module": "assert zen is not None",
     "test_in_kernel": ("import dlkit, torch\n@dlkit.in_kernel\ndef trained(n):\n    c = Counter()\n"
                        "    for _ in range(n):\n        c.step()\n    return {'n': c.n, 'kind': type(c).__name__}\n"
@@ -293,6 +303,13 @@ def test_a_module_the_notebook_never_imports_is_not_imported_by_the_judge(judged
 def test_functions_of_the_judge_run_in_the_judge_when_student_code_calls_them(judged):
     assert failure(judged, "test_callback") == ""
     assert failure(judged, "test_callback_gets_no_objects") == ""
+
+
+def test_a_call_that_leaves_global_state_changed_fails_and_the_kernel_gets_it_back(judged):
+    assert "changed global state" in failure(judged, "test_left_state")
+    assert "torch's default dtype: torch.float32 before the call, torch.float64 after it" in failure(
+        judged, "test_left_state")
+    assert not errors(judged[0]["test_after_left_state"]), failure(judged, "test_after_left_state")
 
 
 def test_a_replaced_agent_gets_no_points(judged):

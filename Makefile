@@ -14,6 +14,7 @@ DEVICES     ?= auto
 NOTEBOOK    ?= 07_deployment
 SEEDS       ?= 2000
 SEED_BUDGET ?= 60
+SEED_MIN    ?= 20
 ROSTER      ?=
 ITEMS       ?=
 
@@ -87,7 +88,7 @@ test-xla: $(VENV_XLA)/.installed
 ## Grade the held-out corpus (autograder/corpus/) and the sample submissions: correct answers get full marks, wrong ones lose points, each sample exactly its listed tests; prints both tables
 accuracy: release
 	$(PY) -m autograder.verify.accuracy build/accuracy
-	$(if $(filter-out 0,$(SEEDS)),$(PY) -m autograder.verify.seed_sweep --with-corpus --seeds $(SEEDS) --budget $(SEED_BUDGET) --out build/accuracy/seed-sweep.md)
+	$(if $(filter-out 0,$(SEEDS)),$(PY) -m autograder.verify.seed_sweep --with-corpus --seeds $(SEEDS) --budget $(SEED_BUDGET) --min-seeds $(SEED_MIN) --out build/accuracy/seed-sweep.md)
 
 ## First-order mutants of each exercise's reference against its hidden tests: make mutation [NOTEBOOK=02_backprop]; writes build/mutation/
 mutation: venv

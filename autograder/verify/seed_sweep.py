@@ -1,8 +1,8 @@
 """Every seed is fair: run the hidden tests on the reference and on the corpus's correct answers over many seeds.
 
-    python -m autograder.verify.seed_sweep [ASSIGNMENT ...] [--seeds 200] [--budget 30] [--with-corpus]
-                                           [--tests test_a,test_b] [--seed N ...] [--notebook PATH]
-    make sweep [SEEDS=2000]      (.ci/run: SEEDS=200)
+    python -m autograder.verify.seed_sweep [ASSIGNMENT ...] [--seeds 200] [--budget 30] [--min-seeds 20]
+                                           [--with-corpus] [--tests test_a,test_b] [--seed N ...] [--notebook PATH]
+    make accuracy [SEEDS=2000 SEED_BUDGET=60 SEED_MIN=20]      (.ci/run: SEEDS=200 SEED_BUDGET=2 SEED_MIN=5)
 
 Each student's hidden tests draw their inputs from a seed of their own (dlkit.seeding.seed_for), so a
 test whose tolerance or expected value is off for some inputs takes points from some students and
@@ -13,8 +13,8 @@ process runs the notebook's cells in an IPython shell, then each test cell once 
 on this machine (cpu and the simulated fakegpu). Seeds are made as the grader makes them (seed_for of
 made-up students), plus any given with --seed.
 
-A test gets every seed it can within --budget seconds (at least the first 20): 07's exports and 08's
-process launches take seconds each, the rest milliseconds. The table says how many seeds each
+A test gets every seed it can within --budget seconds (at least the first --min-seeds): 07's exports and
+08's process launches take seconds each, the rest milliseconds. The table says how many seeds each
 assignment's slowest test got. Exit status 1 where any answer loses a point on any seed.
 """
 
@@ -35,7 +35,7 @@ import nbformat
 
 from autograder.course import assignments
 
-#: Seeds every test gets, whatever its budget: the first ones are the same for every run.
+#: Seeds every test gets by default, whatever its budget: the first ones are the same for every run.
 MIN_SEEDS = 20
 
 
@@ -68,9 +68,11 @@ def sweep_seeds(assignment: str, count: int, extra: list[int]) -> list[int]:
 
 
 def sweep(notebook: Path, seeds: list[int], only: set[str] | None = None, answers: dict[str, str] | None = None,
-          budget: float = float("inf"), assignment: str = "", answer: str = "reference") -> Sweep:
+          budget: float = float("inf"), assignment: str = "", answer: str = "reference",
+          min_seeds: int = MIN_SEEDS) -> Sweep:
     """Run `notebook` (its solution cells replaced by `answers`, by grade_id) in one IPython shell of this
-    process, then every test cell (or those in `only`) over `seeds`, each within `budget` seconds."""
+    process, then every test cell (or those in `only`) over `seeds`, each within `budget` seconds (but at
+    least `min_seeds` of them)."""
     from IPython.core.interactiveshell import InteractiveShell
 
     from dlkit.seeding import seed_everything
@@ -93,7 +95,7 @@ def sweep(notebook: Path, seeds: list[int], only: set[str] | None = None, answer
             continue
         started = time.perf_counter()
         for number, seed in enumerate(seeds):
-            if number >= MIN_SEEDS and time.perf_counter() - started > budget:
+            if number >= min_seeds and time.perf_counter() - started > budget:
                 break
             seed_everything(seed)
             ran = shell.run_cell(source, silent=True)
@@ -118,21 +120,22 @@ def answers_to_sweep(assignment: str, with_corpus: bool) -> list[tuple[str, dict
 
 
 def _sweep_in_child(notebook: str, seeds: list[int], only: set[str] | None, answers: dict[str, str],
-                    budget: float, assignment: str, answer: str) -> Sweep:
+                    budget: float, assignment: str, answer: str, min_seeds: int) -> Sweep:
     """sweep() in a process of its own (a fresh shell per answer: no state carried from another), its cells'
     printing dropped."""
     os.environ.update({"DLKIT_DEVICES": os.environ.get("DLKIT_DEVICES", "cpu,fakegpu"), "MPLBACKEND": "Agg"})
     with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
-        return sweep(Path(notebook), seeds, only, answers, budget, assignment, answer)
+        return sweep(Path(notebook), seeds, only, answers, budget, assignment, answer, min_seeds)
 
 
 def _sweep_alone(notebook: str, seeds: list[int], only: set[str] | None, answers: dict[str, str], budget: float,
-                 assignment: str, answer: str) -> Sweep:
+                 assignment: str, answer: str, min_seeds: int) -> Sweep:
     """_sweep_in_child in a process pool of its own, so that a process that dies is that answer's error,
     named in the report, and not the end of the whole sweep."""
     try:
         with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
-            return pool.submit(_sweep_in_child, notebook, seeds, only, answers, budget, assignment, answer).result()
+            return pool.submit(_sweep_in_child, notebook, seeds, only, answers, budget, assignment, answer,
+                               min_seeds).result()
     except BrokenProcessPool as died:
         return Sweep(assignment, answer, error=f"its process died ({died})")
 
@@ -165,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, action="append", default=[], help="a seed to include (repeatable)")
     parser.add_argument("--tests", default="", help="comma-separated grade ids (default: every test cell)")
     parser.add_argument("--budget", type=float, default=float("inf"), help="seconds per test and answer")
+    parser.add_argument("--min-seeds", type=int, default=MIN_SEEDS, help="seeds every test gets, whatever its budget")
     parser.add_argument("--with-corpus", action="store_true", help="sweep the corpus's correct answers too")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="answers swept at once")
     parser.add_argument("--out", type=Path, default=None, help="also write the report here (Markdown)")
@@ -172,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     names = args.assignments or list(assignments())
     only = {t for t in args.tests.split(",") if t} or None
     jobs = [(str(args.notebook or assignments()[name]), sweep_seeds(name, args.seeds, args.seed), only, answers,
-             args.budget, name, answer)
+             args.budget, name, answer, args.min_seeds)
             for name in names for answer, answers in answers_to_sweep(name, args.with_corpus)]
     with ThreadPoolExecutor(args.workers) as threads:
         sweeps = list(threads.map(lambda job: _sweep_alone(*job), jobs))

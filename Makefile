@@ -18,7 +18,7 @@ SEED_MIN    ?= 20
 ROSTER      ?=
 ITEMS       ?=
 
-.PHONY: venv release publish grade export demo slides slides-check test test-fast test-xla accuracy mutation bench gpu-check colab-rehearsal clean
+.PHONY: venv release publish grade export demo slides slides-check test test-fast test-xla accuracy contracts mutation bench gpu-check colab-rehearsal clean
 
 venv: $(VENV)/.installed
 
@@ -89,6 +89,10 @@ test-xla: $(VENV_XLA)/.installed
 accuracy: release
 	$(PY) -m autograder.verify.accuracy build/accuracy
 	$(if $(filter-out 0,$(SEEDS)),$(PY) -m autograder.verify.seed_sweep --with-corpus --seeds $(SEEDS) --budget $(SEED_BUDGET) --min-seeds $(SEED_MIN) --out build/accuracy/seed-sweep.md)
+
+## Each exercise's domain (autograder/contracts/) against the calls its hidden tests make on the reference: every edge reached? make contracts [NOTEBOOK=02_backprop]; writes build/contracts/
+contracts: venv
+	$(PY) -m autograder.verify.contracts $(if $(filter command line,$(origin NOTEBOOK)),$(NOTEBOOK))
 
 ## First-order mutants of each exercise's reference against its hidden tests: make mutation [NOTEBOOK=02_backprop]; writes build/mutation/
 mutation: venv

@@ -54,7 +54,7 @@ def _alarm(signum, frame):
     raise _TooLong(f"ran past {MUTANT_SECONDS} s")
 
 
-def _run(shell, source: str) -> bool:
+def run_cell(shell, source: str) -> bool:
     """Run one cell under the per-mutant time limit, its output and tracebacks discarded; whether it succeeded."""
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(MUTANT_SECONDS)
@@ -67,41 +67,53 @@ def _run(shell, source: str) -> bool:
         signal.alarm(0)
 
 
+def reference_shell(source: Path):
+    """(the notebook's code cells, an IPython shell in this process that ran every cell but the tests) for the
+    instructor source `source`: the reference's state, ready for test cells to run in."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    cells = [c for c in nbformat.read(source, as_version=4).cells if c.cell_type == "code"]
+    shell = InteractiveShell.instance()
+    shell.showtraceback = lambda *args, **kwargs: None  # a failing cell is an outcome, not news
+    for cell in cells:
+        if not is_grade(cell) or is_solution(cell):
+            if not run_cell(shell, cell.source):
+                raise RuntimeError(f"{source.stem}: the reference notebook fails at cell {cell.get('id')}")
+    return cells, shell
+
+
+def exercise_tests(cells: list, index: int) -> list[int]:
+    """The indices of the test cells of the exercise whose solution cell is cells[index]: those between it and
+    the next solution cell."""
+    nxt = next((i for i in range(index + 1, len(cells)) if is_solution(cells[i])), len(cells))
+    return [i for i in range(index + 1, nxt) if is_grade(cells[i]) and not is_solution(cells[i])]
+
+
 def mutate_notebook(source: Path, equivalent: dict[str, dict[str, str]], limit: int | None = None
                     ) -> dict[str, Tally]:
     """{exercise: Tally} for every solution cell of the instructor source `source` that has tests."""
-    from IPython.core.interactiveshell import InteractiveShell
-
     from dlkit.seeding import seed_everything, seed_for
 
     name = source.stem
-    cells = [c for c in nbformat.read(source, as_version=4).cells if c.cell_type == "code"]
-    shell = InteractiveShell.instance()
-    shell.showtraceback = lambda *args, **kwargs: None  # a mutant's error is an outcome, not news
-    for cell in cells:
-        if not is_grade(cell) or is_solution(cell):
-            if not _run(shell, cell.source):
-                raise RuntimeError(f"{name}: the reference notebook fails at cell {cell.get('id')}")
+    cells, shell = reference_shell(source)
     tallies: dict[str, Tally] = {}
     for index, cell in enumerate(cells):
         if not is_solution(cell):
             continue
         exercise = grade_id_of(cell)
-        tests = [i for i in range(index + 1, len(cells)) if is_grade(cells[i]) and not is_solution(cells[i])]
-        nxt = next((i for i in range(index + 1, len(cells)) if is_solution(cells[i])), len(cells))
-        tests = [i for i in tests if i < nxt]
+        tests = exercise_tests(cells, index)
         if not tests:
             continue
         between = [i for i in range(index + 1, tests[-1]) if not is_grade(cells[i])]
         tally = tallies.setdefault(exercise, Tally())
         for mutant in list(mutants(cell.source))[:limit]:
-            killed = not _run(shell, mutant.source)
+            killed = not run_cell(shell, mutant.source)
             for i in ([] if killed else between):
-                _run(shell, cells[i].source)  # a demo's failure is not a test's
+                run_cell(shell, cells[i].source)  # a demo's failure is not a test's
             if not killed:
                 for i in tests:
                     seed_everything(seed_for("mutant", name, grade_id_of(cells[i])))
-                    if not _run(shell, cells[i].source):
+                    if not run_cell(shell, cells[i].source):
                         killed = True
                         break
             if killed:
@@ -111,7 +123,7 @@ def mutate_notebook(source: Path, equivalent: dict[str, dict[str, str]], limit: 
             else:
                 tally.survivors.append(mutant.description)
             for i in [index, *between]:  # back to the reference's state
-                _run(shell, cells[i].source)
+                run_cell(shell, cells[i].source)
     return tallies
 
 

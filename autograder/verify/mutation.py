@@ -8,7 +8,9 @@ mutant raises, or it runs past MUTANT_SECONDS (the grader's timeout would stop i
 cell and the cells below it run again, so the next mutant starts from the reference's state.
 
 Survivors listed in autograder/verify/equivalent-mutants.toml (exercise -> mutant description -> why it
-computes the same thing) count as reviewed-equivalent; any other survivor makes the exit status 1.
+computes the same thing) count as reviewed-equivalent. Survivors listed in device-only-mutants.toml live
+in code that runs only on a device (CUDA): where grading has no such device they count as "needs
+<device>", where it has one they are plain survivors. Any other survivor makes the exit status 1.
 Writes build/mutation/<notebook>.md with every survivor. Devices: those default grading visits here.
 """
 
@@ -34,6 +36,7 @@ from autograder.paths import AUTOGRADER, BUILD
 from autograder.verify.mutants import mutants
 
 EQUIVALENT = AUTOGRADER / "verify" / "equivalent-mutants.toml"
+DEVICE_ONLY = AUTOGRADER / "verify" / "device-only-mutants.toml"
 MUTANT_SECONDS = 20
 
 
@@ -44,6 +47,7 @@ class Tally:
     killed: int = 0
     equivalent: int = 0
     survivors: list[str] = field(default_factory=list)
+    needs_device: list[str] = field(default_factory=list)  # "<description> (needs <device>)"
 
 
 class _TooLong(Exception):
@@ -89,9 +93,10 @@ def exercise_tests(cells: list, index: int) -> list[int]:
     return [i for i in range(index + 1, nxt) if is_grade(cells[i]) and not is_solution(cells[i])]
 
 
-def mutate_notebook(source: Path, equivalent: dict[str, dict[str, str]], limit: int | None = None
-                    ) -> dict[str, Tally]:
-    """{exercise: Tally} for every solution cell of the instructor source `source` that has tests."""
+def mutate_notebook(source: Path, equivalent: dict[str, dict[str, str]], limit: int | None = None,
+                    absent_device: dict[str, dict[str, str]] | None = None) -> dict[str, Tally]:
+    """{exercise: Tally} for every solution cell of the instructor source `source` that has tests;
+    `absent_device`: {exercise: {mutant: device}} for survivors in code that needs a device missing here."""
     from dlkit.seeding import seed_everything, seed_for
 
     name = source.stem
@@ -120,6 +125,8 @@ def mutate_notebook(source: Path, equivalent: dict[str, dict[str, str]], limit: 
                 tally.killed += 1
             elif mutant.description in equivalent.get(exercise, {}):
                 tally.equivalent += 1
+            elif mutant.description in (absent_device or {}).get(exercise, {}):
+                tally.needs_device.append(f"{mutant.description} (needs {absent_device[exercise][mutant.description]})")
             else:
                 tally.survivors.append(mutant.description)
             for i in [index, *between]:  # back to the reference's state
@@ -129,15 +136,21 @@ def mutate_notebook(source: Path, equivalent: dict[str, dict[str, str]], limit: 
 
 def report(name: str, tallies: dict[str, Tally], seconds: float) -> str:
     lines = [f"# Mutation: {name}", "", f"{seconds:.0f} s; mutants of each exercise's reference, first order "
-             "(autograder/verify/mutants.py).", "", "| exercise | mutants | killed | reviewed-equivalent | survived |",
-             "|---|---|---|---|---|"]
+             "(autograder/verify/mutants.py).", "",
+             "| exercise | mutants | killed | reviewed-equivalent | needs a device absent here | survived |",
+             "|---|---|---|---|---|---|"]
     for exercise, t in tallies.items():
-        total = t.killed + t.equivalent + len(t.survivors)
-        lines.append(f"| {exercise} | {total} | {t.killed} | {t.equivalent} | {len(t.survivors)} |")
+        total = t.killed + t.equivalent + len(t.needs_device) + len(t.survivors)
+        counts = (total, t.killed, t.equivalent, len(t.needs_device), len(t.survivors))
+        lines.append(f"| {exercise} | " + " | ".join(map(str, counts)) + " |")
     survivors = [(e, s) for e, t in tallies.items() for s in t.survivors]
     if survivors:
         lines += ["", "Survivors (review each: a missing test, or an equivalent mutant for equivalent-mutants.toml):"]
         lines += [f"- {exercise}: {description}" for exercise, description in survivors]
+    waiting = [(e, s) for e, t in tallies.items() for s in t.needs_device]
+    if waiting:
+        lines += ["", "Not reachable here (device-only-mutants.toml; run make mutation where the device is):"]
+        lines += [f"- {exercise}: {description}" for exercise, description in waiting]
     return "\n".join(lines) + "\n"
 
 
@@ -151,11 +164,16 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update({"DLKIT_DEVICES": ",".join(grading_devices("auto")), "MPLBACKEND": "Agg"})
     with open(EQUIVALENT, "rb") as f:
         equivalent = tomllib.load(f)
+    with open(DEVICE_ONLY, "rb") as f:
+        device_only = tomllib.load(f)
+    here = set(grading_devices("auto"))
     args.out.mkdir(parents=True, exist_ok=True)
     failed = False
     for name in args.notebooks or sorted(assignments()):
         started = time.monotonic()
-        tallies = mutate_notebook(assignments()[name], equivalent.get(name, {}), args.limit)
+        absent = {exercise: {mutant: e["device"] for mutant, e in entries.items() if e["device"] not in here}
+                  for exercise, entries in device_only.get(name, {}).items()}
+        tallies = mutate_notebook(assignments()[name], equivalent.get(name, {}), args.limit, absent)
         text = report(name, tallies, time.monotonic() - started)
         (args.out / f"{name}.md").write_text(text)
         print(text)

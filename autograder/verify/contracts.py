@@ -9,8 +9,9 @@ Each exercise's contract is data, in autograder/contracts/<notebook>.toml, besid
 
 A key `function(argument)` lists the edges that argument's values must reach among the calls the
 exercise's hidden tests make; `function()` lists edges of the calls themselves; `Class.method(arg)`
-names a method. The edges are the vocabulary of EDGES below (a dtype's name, "0-d", "empty",
-"max|x| >= 1000", "nan", "second call", ...), so a contract cannot name an edge nobody checks.
+names a method. The edges are the vocabulary of `_argument_edge` and `_CALL_EDGES` below (a dtype's
+name, "0-d", "empty", "1 axis", "max|x| >= 1000", "nan", "instance of Module", "second call", ...), so
+a contract cannot name an edge nobody checks.
 
 How it is checked: the reference notebook runs in one IPython shell in this process (as `make
 mutation` runs it), every function and method the exercise's solution cell defines is wrapped by a
@@ -71,6 +72,7 @@ class Value:
     ties: bool = False
     max_abs: float = 0.0
     min_abs: float = float("inf")  # the smallest nonzero magnitude
+    classes: tuple[str, ...] = ()  # the names of its type and the type's bases (a model, a loader, a device)
 
 
 def _numeric_facts(value: Value, data: np.ndarray) -> None:
@@ -124,7 +126,14 @@ def _tensorflow_value(tensor: Any) -> Value:
 
 
 def describe(obj: Any) -> Value:
-    """The Value of one argument: arrays and tensors of NumPy, torch and TensorFlow, Python numbers, sequences."""
+    """The Value of one argument: arrays and tensors of NumPy, torch and TensorFlow, Python numbers, sequences,
+    and for anything the class names it is an instance of."""
+    value = _describe(obj)
+    value.classes = tuple(cls.__name__ for cls in type(obj).__mro__)
+    return value
+
+
+def _describe(obj: Any) -> Value:
     module = type(obj).__module__ or ""
     if isinstance(obj, np.ndarray) or isinstance(obj, np.generic):
         data = np.asarray(obj)
@@ -158,6 +167,7 @@ def _argument_edge(edge: str) -> Callable[[Value], bool] | None:
         "empty": lambda v: _numel(v) == 0,
         "one element": lambda v: _numel(v) == 1 and bool(v.shape),
         "one row": lambda v: v.shape is not None and len(v.shape) >= 2 and v.shape[0] == 1,
+        "1 axis": lambda v: v.shape is not None and len(v.shape) == 1 and v.kind in ("torch", "numpy", "tensorflow"),
         "3 or more axes": lambda v: v.shape is not None and len(v.shape) >= 3,
         "non-contiguous": lambda v: not v.contiguous,
         "requires grad": lambda v: v.requires_grad,
@@ -182,6 +192,8 @@ def _argument_edge(edge: str) -> Callable[[Value], bool] | None:
     if match := _TINY.match(edge):
         bound = float(match["bound"])
         return lambda v: v.min_abs <= bound
+    if match := re.fullmatch(r"instance of (?P<cls>\w+)", edge):
+        return lambda v: match["cls"] in v.classes
     if re.fullmatch(r"(float|int|uint|complex|bfloat)\d+|bool", edge):
         return lambda v: v.dtype == edge
     return None

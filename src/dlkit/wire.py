@@ -28,6 +28,9 @@ import numpy as np
 
 #: The most bytes of one message, and of one array in it; a larger reply is refused, never decoded.
 MAX_MESSAGE_BYTES = 256 * 2**20
+#: A view (transposed, every other entry) arrives as such when the memory it spans is at most this many times its
+#: size: a function that reads a view's memory as if it were contiguous is then graded as it would run.
+MAX_VIEW_SPAN = 64
 #: Deepest nesting of lists, tuples and dicts in a message.
 MAX_DEPTH = 32
 #: NumPy dtype kinds sent by value: bool, signed and unsigned integers, floats, complex.
@@ -63,6 +66,26 @@ def _shape(value: Any) -> tuple[int, ...]:
     if size > MAX_MESSAGE_BYTES:
         raise WireError("an array larger than a message may be")
     return tuple(value)
+
+
+def _view_strides(shape: tuple[int, ...], strides: Any) -> tuple[int, ...] | None:
+    """`strides` (in elements) if they describe a view of other memory worth rebuilding: positive, one per axis,
+    no two entries sharing memory, spanning at most MAX_VIEW_SPAN times the view's own size (a transposed or
+    every-other-entry view of a larger array); None otherwise, and for a view that is dense in row order."""
+    if not isinstance(strides, list) or len(strides) != len(shape) or 0 in shape:
+        return None
+    if not all(type(s) is int and s > 0 for s in strides):
+        return None
+    reach = 1
+    for size, stride in sorted(zip(shape, strides), key=lambda pair: pair[1]):
+        if size > 1 and stride < reach:
+            return None  # entries would overlap
+        reach = max(reach, stride * size) if size > 1 else reach
+    dense = [math.prod(shape[i + 1:]) for i in range(len(shape))]
+    span = 1 + sum((size - 1) * stride for size, stride in zip(shape, strides))
+    if [s for n, s in zip(shape, strides) if n > 1] == [s for n, s in zip(shape, dense) if n > 1]:
+        return None
+    return tuple(strides) if span <= min(MAX_VIEW_SPAN * math.prod(shape), MAX_MESSAGE_BYTES // 16) else None
 
 
 def _np_dtype(name: Any) -> np.dtype:
@@ -123,9 +146,13 @@ class Encoder:
             self._remember(value)
             order = "F" if value.flags.f_contiguous and not value.flags.c_contiguous else "C"
             data = np.ascontiguousarray(value.T if order == "F" else value)
-            return {"t": "ndarray", "dtype": value.dtype.newbyteorder("=").str, "shape": list(value.shape),
-                    "order": order, "writeable": bool(value.flags.writeable),
-                    "data": _b64(data.astype(data.dtype.newbyteorder("="), copy=False).tobytes())}
+            record = {"t": "ndarray", "dtype": value.dtype.newbyteorder("=").str, "shape": list(value.shape),
+                      "order": order, "writeable": bool(value.flags.writeable),
+                      "data": _b64(data.astype(data.dtype.newbyteorder("="), copy=False).tobytes())}
+            if not value.flags.c_contiguous and not value.flags.f_contiguous and value.size:
+                if all(s % value.itemsize == 0 for s in value.strides):
+                    record["strides"] = [s // value.itemsize for s in value.strides]
+            return record
         if kind in _NUMPY_SCALARS:
             return {"t": "npscalar", "dtype": value.dtype.str, "data": _b64(value.tobytes())}
         if kind is np.dtype and value.kind in _NUMERIC_KINDS:
@@ -258,7 +285,15 @@ class Decoder:
             order = data.get("order")
             flat = np.frombuffer(_unb64(data.get("data"), math.prod(shape) * dtype.itemsize), dtype=dtype)
             array = flat.reshape(shape[::-1]).T.copy(order="F") if order == "F" else flat.reshape(shape).copy()
-            array.flags.writeable = data.get("writeable") is not False
+            strides = _view_strides(shape, data.get("strides")) if "strides" in data else None
+            if strides is not None:  # a view of other memory, rebuilt over zeros it does not show
+                span = 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+                view = np.lib.stride_tricks.as_strided(np.zeros(span, dtype), shape,
+                                                       [s * dtype.itemsize for s in strides])
+                view[...] = array
+                array = view
+            if data.get("writeable") is False:
+                array.flags.writeable = False
             self._seen[slot] = array
             return array
         if tag == "npscalar":
@@ -304,12 +339,10 @@ class Decoder:
         raw = _unb64(data.get("data"), math.prod(shape) * itemsize)
         host = torch.frombuffer(bytearray(raw), dtype=carrier) if raw else torch.empty(0, dtype=carrier)
         host = host.view(dtype).reshape(shape) if name == "bfloat16" else host.reshape(shape)
-        stride = data.get("stride")
-        if (isinstance(stride, list) and len(stride) == len(shape) and all(type(s) is int and s > 0 for s in stride)
-                and tuple(stride) != host.stride() and len(set(stride)) == len(stride)):
-            strided = torch.empty_strided(shape, stride, dtype=dtype)
-            if strided.untyped_storage().nbytes() == host.numel() * host.element_size():  # a permutation only
-                host = strided.copy_(host)
+        stride = _view_strides(shape, data.get("stride"))
+        if stride is not None:  # a transposed or strided view of other memory, rebuilt over zeros it does not show
+            span = 1 + sum((n - 1) * s for n, s in zip(shape, stride))
+            host = torch.zeros(span, dtype=dtype).as_strided(shape, stride).copy_(host)
         device = str(data.get("device"))
         if device == "fakegpu":
             from dlkit.fakegpu import FakeGpuTensor
@@ -317,6 +350,9 @@ class Decoder:
             tensor = FakeGpuTensor(host)
         elif device == "cpu":
             tensor = host
+        elif stride is not None:  # `.to` would make a view with gaps contiguous
+            span = 1 + sum((n - 1) * s for n, s in zip(shape, stride))
+            tensor = torch.zeros(span, dtype=dtype, device=torch.device(device)).as_strided(shape, stride).copy_(host)
         else:
             tensor = host.to(torch.device(device))
         if data.get("parameter") is True:

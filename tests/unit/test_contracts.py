@@ -27,7 +27,9 @@ EDGE_CASES = [
     (np.array([1e-40, 1.0]), ["min|x| <= 1e-30"], ["min|x| <= 1e-50"]),
     (torch.ones(2, 3, 4, requires_grad=True), ["torch", "float32", "requires grad", "3 or more axes"], ["accelerator"]),
     (torch.tensor([1, 2], dtype=torch.int32), ["integer dtype", "int32"], ["float32", "0-d"]),
-    (7, ["python int"], ["python float", "0-d", "exact zero"]),
+    (7, ["python int"], ["python float", "0-d", "exact zero", "1 axis"]),
+    (np.ones(3), ["1 axis"], ["one row"]),
+    (torch.nn.Linear(2, 3), ["instance of Module", "instance of Linear"], ["instance of Sequential", "torch"]),
     (0.0, ["python float", "exact zero"], ["python int"]),
 ]
 

@@ -60,6 +60,20 @@ def test_tensors_keep_dtype_shape_and_values(dtype, shape):
     assert type(back) is torch.Tensor and back.dtype == dtype and back.shape == t.shape and torch.equal(back, t)
 
 
+def test_strided_views_arrive_as_views_and_hostile_strides_as_plain_arrays():
+    """A function that reads a view's memory as if it were contiguous must be graded on the view the test made."""
+    every_other = torch.arange(48.0).reshape(6, 8)[::2, ::2]
+    back = round_trip(every_other.requires_grad_())
+    assert back.stride() == every_other.stride() and torch.equal(back, every_other) and back.requires_grad
+    array = np.arange(48.0).reshape(6, 8)[::2, ::3]
+    back_array = round_trip(array)
+    assert back_array.strides == array.strides and np.array_equal(back_array, array) and back_array.flags.writeable
+    record = wire.Encoder().encode(torch.zeros(2, 2))
+    for strides in ([2**40, 1], [1, 1], [0, 1], [-1, 1], ["1", 1]):  # a memory bomb, overlapping, broadcast, junk
+        back = wire.Decoder().decode({**record, "stride": strides})
+        assert back.is_contiguous() and torch.equal(back, torch.zeros(2, 2))
+
+
 def test_views_autograd_flags_and_identity_survive():
     leaf = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
     leaf.grad = torch.ones(3, 4, dtype=torch.float64)

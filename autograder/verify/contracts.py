@@ -250,7 +250,7 @@ class Recorder:
         self.in_this_test[name] += 1
         calls.most_in_one_test = max(calls.most_in_one_test, self.in_this_test[name])
         for parameter, value in bound.items():
-            if parameter != "self":
+            if parameter not in ("self", "cls"):
                 calls.arguments[parameter].append(describe(value))
 
     def start_test(self) -> None:
@@ -278,8 +278,13 @@ def instrument(namespace: dict, names: list[str], recorder: Recorder) -> Callabl
             undo.append(functools.partial(namespace.__setitem__, name, obj))
         elif inspect.isclass(obj):
             for attr, member in list(vars(obj).items()):
+                wrapped = None
                 if inspect.isfunction(member):
-                    setattr(obj, attr, recorder.wrap(member, f"{name}.{attr}"))
+                    wrapped = recorder.wrap(member, f"{name}.{attr}")
+                elif isinstance(member, (staticmethod, classmethod)):  # an autograd.Function's forward and backward
+                    wrapped = type(member)(recorder.wrap(member.__func__, f"{name}.{attr}"))
+                if wrapped is not None:
+                    setattr(obj, attr, wrapped)
                     undo.append(functools.partial(setattr, obj, attr, member))
     return lambda: [step() for step in reversed(undo)]
 

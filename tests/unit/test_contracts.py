@@ -102,3 +102,32 @@ def test_typical_inputs_leave_gaps_and_a_test_over_the_domain_closes_them(tmp_pa
                                 "for x in (np.float64(-1.0), np.zeros(0), np.ones((3, 2)).T, np.array([np.nan])):\n"
                                 "    np.testing.assert_array_equal(clip(x, 0.0), np.maximum(x, 0.0))")
     assert all(domain.values()), domain
+
+
+def test_methods_static_methods_and_functions_are_recorded_and_put_back():
+    from autograder.verify.contracts import Recorder, instrument
+
+    class Square(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return 2 * x * grad
+
+    def twice(x):
+        return 2 * x
+
+    space, recorder, forward = {"Square": Square, "twice": twice}, Recorder(), vars(Square)["forward"]
+    restore = instrument(space, ["Square", "twice"], recorder)
+    recorder.start_test()
+    x = torch.ones(2, requires_grad=True)
+    Square.apply(space["twice"](x)).sum().backward()
+    recorder.active = False
+    restore()
+    assert sorted(recorder.calls) == ["Square.backward", "Square.forward", "twice"]
+    assert space["twice"] is twice and vars(Square)["forward"] is forward, "the originals are back"
+    assert "ctx" in recorder.calls["Square.forward"].arguments

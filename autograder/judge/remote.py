@@ -109,6 +109,21 @@ def _exception(record: Any) -> Exception:
     return StudentError(f"{name}: {text}" if text else name)
 
 
+def _no_state_left(reply: dict, who: str) -> None:
+    """Fail the test whose call (or backward) the kernel reports leaving global state changed (agent.py's
+    left_state: torch's default dtype, a global generator reseeded, TensorFlow's eager mode...). The kernel has
+    put back what it could; every later call would have met it."""
+    left = reply.get("left_state") or []
+    if type(left) is not list or not all(type(what) is str for what in left):
+        raise RefusedReply("the kernel's reply was not plain data: global state")
+    if left:
+        changes = "; ".join(what[:200] for what in left[:3])
+        fix = ("draw from a generator of your own (torch.Generator(), np.random.default_rng(seed)), or seed with the "
+               "seed you are given" if all("it was not given" in what for what in left) else
+               "restore what you change, e.g. with a context manager")
+        raise AssertionError(f"{who} changed global state and did not put it back ({changes}): {fix}")
+
+
 class KernelLink:
     """Requests to one kernel, and what the judge keeps of the device a check is running on."""
 
@@ -197,13 +212,7 @@ class KernelLink:
         if "ok" not in reply:
             raise RefusedReply("the kernel's reply was not plain data: no result")
         self._write_back(args, reply)
-        left = reply.get("left_state") or []
-        if type(left) is not list or not all(type(what) is str for what in left):
-            raise RefusedReply("the kernel's reply was not plain data: global state")
-        if left:  # the kernel put it back; every later call would have met it
-            changes = "; ".join(what[:200] for what in left[:3])
-            raise AssertionError(f"{name or 'a function of the submission'} changed global state and did not put it "
-                                 f"back ({changes}): restore what you change, e.g. with a context manager")
+        _no_state_left(reply, name or "a function of the submission")
         usable = target._class and not method
         same = reply.get("same_as_arg")
         if type(same) is int and 0 <= same < len(args):
@@ -259,6 +268,7 @@ class KernelLink:
         if "raised" in reply:
             raise _exception(reply["raised"])
         self._write_back(grads, reply)  # a backward that wrote into its grad_output did so here too
+        _no_state_left(reply, "the submission's backward")
         found = self.decode(reply.get("ok"))
         if type(found) is not list:
             raise RefusedReply("the kernel's reply was not plain data: no gradients")

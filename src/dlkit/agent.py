@@ -18,11 +18,10 @@ from __future__ import annotations
 import builtins
 import contextlib
 import io
-import sys
 import types
 from typing import Any
 
-from . import wire
+from . import globalstate, wire
 
 #: Longest exception message a reply carries.
 MAX_MESSAGE = 4000
@@ -151,36 +150,6 @@ def _storage(value: Any) -> int | None:
         return None
 
 
-#: The names a call's changes to global state are reported by.
-_DTYPE, _GRAD, _GROUP = "torch's default dtype", "torch's grad mode", "an open torch.distributed process group"
-
-
-def _global_state() -> dict[str, Any]:
-    """What one call may change for every later one, and must put back: torch's default dtype and grad mode, and
-    whether a torch.distributed process group is open in this process (only where torch is imported)."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return {}
-    dist = sys.modules.get("torch.distributed")
-    group = dist is not None and dist.is_available() and dist.is_initialized()
-    return {_DTYPE: torch.get_default_dtype(), _GRAD: torch.is_grad_enabled(), _GROUP: group}
-
-
-def _put_back(state: dict[str, Any]) -> list[str]:
-    """Restore what a call changed of `state` (so later tests start as the notebook left them); what it changed."""
-    now = _global_state()
-    left = [f"{what}: {state[what]} before the call, {now[what]} after it"
-            for what in state if now[what] != state[what]]
-    if left:
-        torch = sys.modules["torch"]
-        torch.set_default_dtype(state[_DTYPE])
-        torch.set_grad_enabled(state[_GRAD])
-        if now[_GROUP] and not state[_GROUP]:
-            with contextlib.suppress(Exception):
-                sys.modules["torch.distributed"].destroy_process_group()
-    return left
-
-
 def _call(request: dict) -> dict:
     target = _object({"v": request.get("target")})
     method = request.get("method")
@@ -190,15 +159,16 @@ def _call(request: dict) -> dict:
     kwargs = decoder.decode(request.get("kwargs", {"t": "dict", "v": []}))
     if type(args) is not list or type(kwargs) is not dict:
         raise wire.WireError("a call's arguments are a list and a dict")
-    before, state = _snapshot(args), _global_state()
+    before, state, reseeds = _snapshot(args), globalstate.snapshot(), globalstate.Reseeds(fn, args, kwargs)
     sink = io.StringIO()
     try:
-        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), _placement(request.get("place")):
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), _placement(request.get("place")), \
+                reseeds:
             result, observed = _watched(request.get("watch"), fn, args, kwargs, str(request.get("name", "")))
     except Exception as err:
-        _put_back(state)
+        globalstate.put_back(state)
         return _raised(err)
-    left = _put_back(state)
+    left = globalstate.put_back(state, reseeds)
     after = _snapshot(args)
     changed = {str(i): _encode(arg) for i, (arg, old, new) in enumerate(zip(args, before, after)) if old != new}
     moved = [i for i, (old, new) in enumerate(zip(before, after)) if old and new and old[1] != new[1]]
@@ -225,16 +195,20 @@ def _backward(request: dict) -> dict:
     if type(grads) is not list or len(grads) != len(outputs):
         raise wire.WireError("one gradient per output")
     pairs = [(out, grad) for out, grad in zip(outputs, grads) if grad is not None]
-    before = _snapshot(grads)
+    # a backward is given no seed: any reseed in it is one it was not given
+    before, state, reseeds = _snapshot(grads), globalstate.snapshot(), globalstate.Reseeds(None, [], {})
     sink = io.StringIO()
     try:
-        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), _placement(request.get("place")):
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), _placement(request.get("place")), \
+                reseeds:
             found = torch.autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs], allow_unused=True,
                                         retain_graph=True) if pairs and inputs else [None] * len(inputs)
     except Exception as err:
+        globalstate.put_back(state)
         return _raised(err)
+    left = globalstate.put_back(state, reseeds)
     changed = {str(i): _encode(g) for i, (g, old, new) in enumerate(zip(grads, before, _snapshot(grads))) if old != new}
-    return {"ok": _encode(list(found)), "changed": changed}
+    return {"ok": _encode(list(found)), "changed": changed, "left_state": left}
 
 
 def _serve(request: dict) -> dict:

@@ -120,6 +120,32 @@ def leaves_float64(x):
 def default_dtype_name():
     return str(torch.get_default_dtype()) + " " + str(torch.is_grad_enabled())
 
+def reseeds_unasked(x):
+    torch.manual_seed(0)
+    return x
+
+def seeded_draw(n, seed):
+    torch.manual_seed(seed)
+    return torch.rand(n).tolist()
+
+def toy_draw(seed=1):
+    torch.manual_seed(seed)
+    return torch.rand(2).tolist()
+
+def numpy_reseeds(x):
+    np.random.seed(0)
+    return x
+
+class DtypeBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        torch.set_default_dtype(torch.float64)
+        return 2 * grad_output
+
 import dlkit.devices
 dlkit.devices.tf_kinds_present = lambda: ["xla", "bogus"]  # TensorFlow's device kinds, as this kernel reports them
 
@@ -172,6 +198,14 @@ TESTS = {
     "test_missing": "assert never_defined(1) == 1",
     "test_left_state": "assert leaves_float64(2.0) == 4.0",
     "test_after_left_state": "assert default_dtype_name() == 'torch.float32 True', default_dtype_name()",
+    "test_reseeds": "assert reseeds_unasked(1) == 1",
+    "test_seeded_with_its_argument": ("assert seeded_draw(3, 7) == seeded_draw(3, 7)\n"
+                                      "assert seeded_draw(2, 1234) == seeded_draw(2, 1234)"),
+    "test_seeded_with_its_default": "assert toy_draw() == toy_draw()",
+    "test_numpy_reseeds": "assert numpy_reseeds(1) == 1",
+    "test_backward_left_state": ("import torch\nx = torch.randn(3, requires_grad=True)\n"
+                                 "DtypeBackward.apply(x).sum().backward()"),
+    "test_after_backward_left_state": "assert default_dtype_name() == 'torch.float32 True', default_dtype_name()",
     "test_foreign_module": "assert zen is not None",
     "test_in_kernel": ("import dlkit, torch\n@dlkit.in_kernel\ndef trained(n):\n    c = Counter()\n"
                        "    for _ in range(n):\n        c.step()\n    return {'n': c.n, 'kind': type(c).__name__}\n"
@@ -310,6 +344,165 @@ def test_a_call_that_leaves_global_state_changed_fails_and_the_kernel_gets_it_ba
     assert "torch's default dtype: torch.float32 before the call, torch.float64 after it" in failure(
         judged, "test_left_state")
     assert not errors(judged[0]["test_after_left_state"]), failure(judged, "test_after_left_state")
+
+
+def test_a_call_that_reseeds_a_global_generator_with_a_seed_it_was_not_given_fails(judged):
+    assert "changed global state" in failure(judged, "test_reseeds")
+    assert ("torch's global random generator: reseeded with 0 inside the call, a seed it was not given"
+            in failure(judged, "test_reseeds"))
+    assert ("NumPy's global random generator (np.random): reseeded with 0 inside the call, a seed it was not given"
+            in failure(judged, "test_numpy_reseeds"))
+
+
+def test_a_call_that_seeds_with_its_own_argument_or_default_passes(judged):
+    """`make_model(n_in, n_out, seed)` and `toy_model(seed=1)` of the reference notebooks seed torch themselves."""
+    assert failure(judged, "test_seeded_with_its_argument") == ""
+    assert failure(judged, "test_seeded_with_its_default") == ""
+
+
+def test_a_backward_that_leaves_global_state_changed_fails_and_the_kernel_gets_it_back(judged):
+    found = failure(judged, "test_backward_left_state")
+    assert "the submission's backward changed global state" in found, found
+    assert "torch's default dtype: torch.float32 before the call, torch.float64 after it" in found, found
+    assert not errors(judged[0]["test_after_backward_left_state"]), failure(judged, "test_after_backward_left_state")
+
+
+#: Run in a fresh interpreter (TensorFlow would take seconds to import into a kernel, and stays out of pytest's):
+#: the kernel's agent on calls that change TensorFlow's global state, and on one that reseeds TensorFlow.
+TF_AGENT = """
+import os
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import json
+import tensorflow as tf
+from dlkit import agent, wire
+
+kept = []
+
+def flips():
+    tf.config.run_functions_eagerly(True)
+
+def enters():
+    kept.append(tf.Graph().as_default())
+    kept[-1].__enter__()
+
+def disables():
+    tf.compat.v1.disable_eager_execution()
+
+def resets():
+    tf.compat.v1.reset_default_graph()
+
+def reseeds():
+    tf.random.set_seed(0)
+
+def seeded(seed):
+    tf.random.set_seed(seed)
+
+def builds_its_own_graph():
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.set_random_seed(3)
+        tf.constant(1.0)
+
+def repairs():  # what 05's test_tf1_leaves_tf2_working does in the kernel after a submission switched eager off
+    from tensorflow.python.framework import ops
+
+    ops._default_graph_stack._global_default_graph = None
+    tf.compat.v1.enable_eager_execution()
+
+def state():
+    v = tf.Variable([1.0, 2.0])
+    with tf.GradientTape() as tape:
+        total = tf.reduce_sum(v * v)
+    return [tf.executing_eagerly(), tf.config.functions_run_eagerly(), tape.gradient(total, v).numpy().tolist(),
+            tf.compat.v1.get_default_graph() is graph]
+
+tf.random.set_seed(5)
+graph = tf.compat.v1.get_default_graph()
+out = {}
+for fn, args in ((flips, []), (enters, []), (disables, []), (resets, []), (reseeds, []), (seeded, [11]),
+                 (builds_its_own_graph, [])):
+    reply = agent._call({"target": agent._as_handle(fn)["v"], "args": wire.Encoder().encode(args),
+                         "kwargs": wire.Encoder().encode({})})
+    out[fn.__name__] = [reply["left_state"], state()]
+tf.compat.v1.disable_eager_execution()  # by the notebook itself, outside any call
+reply = agent._call({"target": agent._as_handle(repairs)["v"], "args": wire.Encoder().encode([]),
+                     "kwargs": wire.Encoder().encode({})})
+out["repairs"] = [reply["left_state"], state()[:3]]
+print(json.dumps(out), flush=True)
+os._exit(0)  # TensorFlow's own teardown takes seconds
+"""
+
+
+def test_a_call_that_changes_tensorflows_global_state_is_reported_and_put_back():
+    pytest.importorskip("tensorflow")
+    import json
+    import subprocess
+
+    run = subprocess.run([sys.executable, "-c", TF_AGENT], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    as_found = [True, False, [2.0, 4.0], True]  # eager, run_functions_eagerly off, a tape works, the same graph
+    assert got["flips"] == [["tf.config.functions_run_eagerly(): False before the call, True after it"], as_found]
+    assert got["enters"] == [["TensorFlow's eager execution: on before the call, off after it",
+                              "TensorFlow's default graph: a graph entered (graph.as_default()) inside the call and "
+                              "never left"], as_found]
+    assert got["disables"] == [["TensorFlow's eager execution: on before the call, off after it"], as_found]
+    assert got["resets"] == [["TensorFlow's default graph: the global default graph replaced "
+                              "(tf.compat.v1.reset_default_graph) inside the call"], as_found]
+    assert got["reseeds"] == [["TensorFlow's global seed: reseeded with 0 inside the call, a seed it was not given"],
+                              as_found]
+    assert got["seeded"] == [[], as_found] and got["builds_its_own_graph"] == [[], as_found]
+    assert got["repairs"] == [[], as_found[:3]], "switching eager mode back on is a repair, neither reported nor undone"
+
+
+def test_a_call_that_reseeds_python_or_numpy_is_judged_by_the_seeds_it_was_given():
+    """In this process, without a kernel: the agent's own handling of each kind of reseeding."""
+    import random
+
+    import numpy as np
+    import torch
+
+    from dlkit import agent, wire
+
+    def left(fn, *args, **kwargs):
+        request = {"target": agent._as_handle(fn)["v"], "args": wire.Encoder().encode(list(args)),
+                   "kwargs": wire.Encoder().encode(kwargs)}
+        return agent._call(request)["left_state"]
+
+    def save_and_restore():  # reseeds for a while and puts the generators back as it found them
+        state, py_state = np.random.get_state(), random.getstate()
+        np.random.seed(3)
+        random.seed(4)
+        np.random.set_state(state)
+        random.setstate(py_state)
+
+    def restores_a_reseeded_state():
+        np.random.seed(3)
+        np.random.set_state(np.random.get_state())
+
+    def seeds_every_rank(seeds, rank=1):
+        torch.manual_seed(seeds[rank])
+        np.random.seed(seeds[rank])
+
+    torch_state, np_state, py_state = torch.get_rng_state(), np.random.get_state(), random.getstate()
+    np_seed, py_seed = np.random.seed, random.seed
+    try:
+        assert left(save_and_restore) == []
+        assert left(seeds_every_rank, [3, 4]) == [] and left(seeds_every_rank, seeds=[5, 6], rank=0) == []
+        assert left(lambda seed=-1: torch.manual_seed(seed)) == [], "torch reads -1 as 2**64 - 1"
+        assert left(restores_a_reseeded_state) == [
+            "NumPy's global random generator (np.random): reseeded with 3 inside the call, a seed it was not given"]
+        assert left(lambda: random.seed()) == [
+            "Python's global random generator (random): reseeded with None inside the call, a seed it was not given"]
+        assert left(lambda: np.random.set_state(("MT19937", np.arange(624, dtype=np.uint32), 0, 0, 0.0))) == [
+            "NumPy's global random generator (np.random): its state replaced (set_state) inside the call with a state "
+            "it was not given"]
+        assert left(torch.seed)[0].startswith("torch's global random generator: reseeded with ")
+        assert np.random.seed is np_seed and random.seed == py_seed, "the originals are back"
+    finally:
+        torch.set_rng_state(torch_state)
+        np.random.set_state(np_state)
+        random.setstate(py_state)
 
 
 def test_a_replaced_agent_gets_no_points(judged):

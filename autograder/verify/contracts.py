@@ -47,7 +47,7 @@ from nbgrader.utils import is_solution
 from autograder.course import assignments, grade_id_of
 from autograder.options import grading_devices
 from autograder.paths import AUTOGRADER, BUILD
-from autograder.verify.mutation import exercise_tests, reference_shell, run_cell
+from autograder.verify.mutation import REFERENCE_CELL_SECONDS, exercise_tests, reference_shell, run_cell
 
 CONTRACTS = AUTOGRADER / "contracts"
 _KEY = re.compile(r"^(?P<call>[A-Za-z_][\w.]*)\((?P<arg>\w*)\)$")
@@ -347,7 +347,7 @@ def record_notebook(source: Path, exercises: set[str]) -> dict[str, dict[str, Ca
             for test in exercise_tests(cells, index):
                 seed_everything(seed_for("contract", source.stem, grade_id_of(cells[test])))
                 recorder.start_test()
-                passed = run_cell(shell, cells[test].source)
+                passed = run_cell(shell, cells[test].source, REFERENCE_CELL_SECONDS)
                 recorder.active = False
                 if not passed:
                     raise RuntimeError(f"{source.stem}: test {grade_id_of(cells[test])} fails on the reference while "

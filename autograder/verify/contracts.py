@@ -73,6 +73,7 @@ class Value:
     max_abs: float = 0.0
     min_abs: float = float("inf")  # the smallest nonzero magnitude
     classes: tuple[str, ...] = ()  # the names of its type and the type's bases (a model, a loader, a device)
+    training: bool | None = None  # a module's mode: dropout and batch norm behave differently in each
 
 
 def _numeric_facts(value: Value, data: np.ndarray) -> None:
@@ -130,6 +131,8 @@ def describe(obj: Any) -> Value:
     and for anything the class names it is an instance of."""
     value = _describe(obj)
     value.classes = tuple(cls.__name__ for cls in type(obj).__mro__)
+    training = getattr(obj, "training", None) if "Module" in value.classes else None
+    value.training = training if isinstance(training, bool) else None
     return value
 
 
@@ -178,6 +181,8 @@ def _argument_edge(edge: str) -> Callable[[Value], bool] | None:
         "exact zero": lambda v: v.zero,
         "negative": lambda v: v.negative,
         "ties": lambda v: v.ties,
+        "training mode": lambda v: v.training is True,
+        "eval mode": lambda v: v.training is False,
         "numpy": lambda v: v.kind == "numpy",
         "torch": lambda v: v.kind == "torch",
         "tensorflow": lambda v: v.kind == "tensorflow",

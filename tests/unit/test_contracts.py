@@ -29,7 +29,9 @@ EDGE_CASES = [
     (torch.tensor([1, 2], dtype=torch.int32), ["integer dtype", "int32"], ["float32", "0-d"]),
     (7, ["python int"], ["python float", "0-d", "exact zero", "1 axis"]),
     (np.ones(3), ["1 axis"], ["one row"]),
-    (torch.nn.Linear(2, 3), ["instance of Module", "instance of Linear"], ["instance of Sequential", "torch"]),
+    (torch.nn.Linear(2, 3), ["instance of Module", "instance of Linear", "training mode"],
+     ["instance of Sequential", "torch", "eval mode"]),
+    (torch.nn.Dropout().eval(), ["eval mode"], ["training mode"]),
     (0.0, ["python float", "exact zero"], ["python int"]),
 ]
 

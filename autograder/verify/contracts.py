@@ -101,9 +101,11 @@ def _torch_value(tensor: Any) -> Value:
 
     from dlkit import fakegpu
 
-    value = Value("torch", str(tensor.dtype).removeprefix("torch."), tuple(tensor.shape),
+    value = Value("torch", str(tensor.dtype).removeprefix("torch."), tuple(int(n) for n in tensor.shape),
                   accelerator=isinstance(tensor, fakegpu.FakeGpuTensor) or tensor.device.type not in ("cpu", "meta"),
                   requires_grad=bool(tensor.requires_grad))
+    if type(tensor) not in (torch.Tensor, torch.nn.Parameter, fakegpu.FakeGpuTensor):
+        return value  # a tracer's stand-in (torch.export's fake tensors): it has no values to read
     # Outside the test's own watchers: describing a value must not count as one of the student's operations.
     with _disable_current_modes(), torch._C.DisableTorchFunction():
         data = fakegpu._unwrapped(tensor).detach()
@@ -208,6 +210,12 @@ def _argument_edge(edge: str) -> Callable[[Value], bool] | None:
 _CALL_EDGES = {"second call": 2, "third call": 3}
 
 
+def _tracing() -> bool:
+    """Whether torch is compiling the call (torch.compile, torch.export): a recorder's Python would be traced too."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.compiler.is_compiling()
+
+
 @dataclass
 class Calls:
     """What the recorder saw of one function during one exercise's tests."""
@@ -234,7 +242,7 @@ class Recorder:
 
         @functools.wraps(fn)
         def recorded(*args, **kwargs):
-            if self.active:
+            if self.active and not _tracing():
                 self.active = False  # a call inside a recorded call (recursion, super()) is the same call
                 try:
                     self._note(name, signature, args, kwargs)
@@ -256,7 +264,11 @@ class Recorder:
         calls.most_in_one_test = max(calls.most_in_one_test, self.in_this_test[name])
         for parameter, value in bound.items():
             if parameter not in ("self", "cls"):
-                calls.arguments[parameter].append(describe(value))
+                try:
+                    found = describe(value)
+                except Exception:  # a value a tracer made (symbolic sizes): recorded as what it is, nothing more
+                    found = Value(type(value).__name__)
+                calls.arguments[parameter].append(found)
 
     def start_test(self) -> None:
         self.in_this_test.clear()

@@ -47,7 +47,7 @@ from nbgrader.utils import is_solution
 from autograder.course import assignments, grade_id_of
 from autograder.options import grading_devices
 from autograder.paths import AUTOGRADER, BUILD
-from autograder.verify.mutation import REFERENCE_CELL_SECONDS, exercise_tests, reference_shell, run_cell
+from autograder.verify.mutation import REFERENCE_CELL_SECONDS, each_alone, exercise_tests, reference_shell, run_cell
 
 CONTRACTS = AUTOGRADER / "contracts"
 _KEY = re.compile(r"^(?P<call>[A-Za-z_][\w.]*)\((?P<arg>\w*)\)$")
@@ -396,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update({"DLKIT_DEVICES": ",".join(grading_devices("auto")), "MPLBACKEND": "Agg"})
     args.out.mkdir(parents=True, exist_ok=True)
     names = args.notebooks or sorted(p.stem for p in CONTRACTS.glob("*.toml"))
+    if len(names) > 1:
+        return each_alone("autograder.verify.contracts", names, ["--out", str(args.out)])
     failed = False
     for name in names:
         with open(CONTRACTS / f"{name}.toml", "rb") as f:

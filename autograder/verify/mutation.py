@@ -1,6 +1,6 @@
 """`make mutation [NOTEBOOK=..]`: how many first-order mutants of each exercise's reference the hidden tests kill.
 
-For each notebook, in one IPython shell in this process: the notebook's cells run once with the
+For each notebook, in one IPython shell in a process of its own: the notebook's cells run once with the
 reference solutions; then for each solution cell, each mutant (mutants.py) replaces it, the cells
 between it and its exercise's last test run again (a demo below may feed a test), and the exercise's
 test cells run on a seed drawn as the grader draws one. A mutant is killed when a test fails, the
@@ -21,6 +21,7 @@ import contextlib
 import io
 import os
 import signal
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -72,6 +73,14 @@ def run_cell(shell, source: str, seconds: int = MUTANT_SECONDS) -> bool:
         return False
     finally:
         signal.alarm(0)
+
+
+def each_alone(module: str, names: list[str], extra: list[str]) -> int:
+    """Run `python -m module NAME *extra` for each notebook in a process of its own; 1 if any exits non-zero.
+    One shell per process: a notebook's state (TensorFlow's devices, fixed once it starts; a process group)
+    must not reach the next one."""
+    codes = [subprocess.run([sys.executable, "-m", module, name, *extra]).returncode for name in names]
+    return 1 if any(codes) else 0
 
 
 def reference_shell(source: Path):
@@ -171,8 +180,12 @@ def main(argv: list[str] | None = None) -> int:
         device_only = tomllib.load(f)
     here = set(grading_devices("auto"))
     args.out.mkdir(parents=True, exist_ok=True)
+    names = args.notebooks or sorted(assignments())
+    if len(names) > 1:
+        return each_alone("autograder.verify.mutation", names,
+                          ["--out", str(args.out)] + (["--limit", str(args.limit)] if args.limit is not None else []))
     failed = False
-    for name in args.notebooks or sorted(assignments()):
+    for name in names:
         started = time.monotonic()
         absent = {exercise: {mutant: e["device"] for mutant, e in entries.items() if e["device"] not in here}
                   for exercise, entries in device_only.get(name, {}).items()}

@@ -51,7 +51,7 @@ from autograder.grading.hints import likely_mistakes
 from autograder.grading.report import failing_tests, read_results
 from autograder.grading.results import CellResult
 from autograder.paths import CORPUS, REPO
-from autograder.verify.sample_class import copy_samples, judge_samples, sample_table
+from autograder.verify.sample_class import SampleVerdict, copy_samples, judge_samples, sample_table
 
 KINDS = ("correct", "wrong")
 
@@ -272,10 +272,25 @@ def main(argv: list[str] | None = None) -> int:
     report = (f"## Held-out corpus\n\n{table(verdicts)}\n## Sample submissions\n\n{sample_table(sample_verdicts)}"
               f"\n## Feedback hints on the corpus (autograder/hints/)\n\n{hints}"
               f"\n## Correct answers on cpu alone and on cpu+fakegpu\n\n{devices}")
+    report += "\n" + verdict_summary(verdicts, sample_verdicts, hints_hold, devices_hold)
     (out / "accuracy.md").write_text(report, encoding="utf-8")
     print(report)
     agrees = all(ok for _, ok, _ in verdicts) and all(v.agrees for v in sample_verdicts)
     return 0 if agrees and hints_hold and devices_hold else 1
+
+
+def verdict_summary(verdicts: list[tuple[Entry, bool, str]], sample_verdicts: list[SampleVerdict], hints_hold: bool,
+                    devices_hold: bool) -> str:
+    """The report's last section: every disagreement again, in one place at the end, so a log that keeps
+    only its tail (a CI run's) still says which answer or sample disagreed and how."""
+    lines = [f"- corpus: {e.assignment} {e.kind} answer to {e.exercise} ({e.why}): {what}"
+             for e, ok, what in verdicts if not ok]
+    lines += [f"- sample: {v.student}/{v.assignment}: {v.what}" for v in sample_verdicts if not v.agrees]
+    if not hints_hold:
+        lines.append("- hints: a correct answer was given a hint (see the hints section)")
+    if not devices_hold:
+        lines.append("- devices: a correct answer scored differently on cpu alone (see the devices section)")
+    return "## Verdict\n\n" + ("\n".join(lines) if lines else "Everything agrees.") + "\n"
 
 
 if __name__ == "__main__":

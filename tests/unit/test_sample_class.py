@@ -66,3 +66,17 @@ def test_a_blank_release_with_a_passing_test_or_no_reason_disagrees_and_the_tabl
 def test_an_unlisted_or_ungraded_sample_disagrees():
     assert verdicts_for([], "reference")["reference"] is False
     assert verdicts_for(rows_for("nobody_listed", set()), "nobody_listed")["nobody_listed"] is False
+
+
+def test_the_accuracy_report_ends_with_every_disagreement():
+    """CI keeps only a log's tail: the report's last section names each disagreeing sample and corpus answer."""
+    from autograder.verify.accuracy import Entry, verdict_summary
+
+    student, failing = next((s, f) for s, f in expected_failures()[ASSIGNMENT].items() if f)
+    samples = judge_samples(rows_for(student, set()) + blank_rows(), [(student, ASSIGNMENT)])
+    entry = Entry(ASSIGNMENT, "wrong", "matmul_flops", "counts an FMA as one", {})
+    summary = verdict_summary([(entry, False, "kept full marks on its exercise")], samples, True, True)
+    assert summary.startswith("## Verdict")
+    assert f"sample: {student}/{ASSIGNMENT}" in summary and "counts an FMA as one" in summary
+    agreeing = judge_samples(rows_for(student, set(failing)) + blank_rows(), [(student, ASSIGNMENT)])
+    assert "Everything agrees." in verdict_summary([(entry, True, "")], agreeing, True, True)

@@ -120,6 +120,7 @@ def _no_state_left(reply: dict, who: str) -> None:
         changes = "; ".join(what[:200] for what in left[:3])
         fix = ("draw from a generator of your own (torch.Generator(), np.random.default_rng(seed)), or seed with the "
                "seed you are given" if all("it was not given" in what for what in left) else
+               "write files only at the paths you are given" if all("arguments names" in what for what in left) else
                "restore what you change, e.g. with a context manager")
         raise AssertionError(f"{who} changed global state and did not put it back ({changes}): {fix}")
 

@@ -4,8 +4,10 @@ The judge's agent (agent.py) runs each call of a hidden test in the student's ke
 torch's default dtype or grad mode, leaves a torch.distributed process group open, reseeds a global random
 generator with a seed it was not given, or changes TensorFlow's eager mode, `run_functions_eagerly` or default
 graph would change every later call of every later test: the test fails naming the change (the judge's
-remote.py), and the kernel puts back what it can, so no later test meets it. Read on every call, so `snapshot`
-reads a few flags of libraries already imported and imports nothing.
+remote.py), and the kernel puts back what it can, so no later test meets it. A call that writes files in the
+working folder where none of its arguments points (a cache, a hard-coded `model.onnx`) fails the same way; the
+reference writes only where it is told. Read on every call, so `snapshot` reads a few flags of libraries already
+imported, lists a small folder and imports nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from __future__ import annotations
 import contextlib
 import inspect
 import numbers
+import os
 import sys
+import time
 from typing import Any
 
 #: The names a call's changes to global state are reported by.
@@ -21,6 +25,9 @@ _DTYPE, _GRAD, _GROUP = "torch's default dtype", "torch's grad mode", "an open t
 _TORCH_RNG, _TF_SEED = "torch's global random generator", "TensorFlow's global seed"
 _TF_EAGER, _TF_FUNCTIONS, _TF_GRAPH = ("TensorFlow's eager execution", "tf.config.functions_run_eagerly()",
                                        "TensorFlow's default graph")
+_FILES = "files in the working folder"
+#: A working folder with more entries than this is not compared.
+_MAX_LISTED = 2000
 #: Python's and NumPy's global generators, which hold no seed to read back: their module, what the reports call
 #: them, the functions that reseed them or replace their state, and the one that reads their state.
 _LEGACY_RNGS = (("random", "Python's global random generator (random)", ("seed", "setstate"), "getstate"),
@@ -41,7 +48,64 @@ def snapshot() -> dict[str, Any]:
                       _TORCH_RNG: torch.initial_seed()})
     if "tensorflow" in sys.modules:
         state.update(_tf_state())
+    state[_FILES] = _working_names()
     return state
+
+
+#: The working folder's names as last read: (folder, its modification time, the names). A folder is re-read only
+#: when its modification time moves, or when that time is recent enough that a tick of the file system's coarse
+#: clock could still hide a change after the read.
+_listed: tuple[str, int, frozenset[str] | None] | None = None
+_RECENT_NS = 100_000_000
+
+
+def _working_names() -> frozenset[str] | None:
+    """The names in the working folder (hidden ones and __pycache__ left out: the kernel's own caches live in such
+    folders of its home, and their writes are nobody's answer); None where it cannot be read or holds more than
+    _MAX_LISTED. Files created or deleted there change the folder's modification time, so a call costs one stat."""
+    global _listed
+    try:
+        folder = os.getcwd()
+        mtime = os.stat(folder).st_mtime_ns
+    except OSError:
+        return None
+    if _listed is not None and _listed[:2] == (folder, mtime) and time.time_ns() - mtime > _RECENT_NS:
+        return _listed[2]
+    try:
+        with os.scandir(folder) as entries:
+            names = [entry.name for entry in entries if not entry.name.startswith(".") and entry.name != "__pycache__"]
+    except OSError:
+        return None
+    _listed = (folder, mtime, frozenset(names) if len(names) <= _MAX_LISTED else None)
+    return _listed[2]
+
+
+def paths_named(args: list, kwargs: dict) -> list[str]:
+    """The paths a call's arguments name (strings and os.PathLike, one level into lists, tuples and dicts), relative
+    to the working folder: where a call may write (`export_onnx(model, example, path)`)."""
+    named = []
+    for value in (*args, *kwargs.values()):
+        inner = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+        for item in (value, *inner):
+            if isinstance(item, (str, os.PathLike)):
+                with contextlib.suppress(TypeError, ValueError):
+                    named.append(os.path.relpath(os.path.abspath(os.fspath(item))))
+    return named
+
+
+def _files_written(before: frozenset[str] | None, after: frozenset[str] | None, named: list[str]) -> str | None:
+    """The files a call created or deleted in the working folder at paths none of its arguments names (`path`
+    itself, a name that starts with it: `model.onnx.data`, or the folder it lies in: `exports` of
+    `exports/model.onnx`), or None."""
+    if before is None or after is None:
+        return None
+    changes = [f"{_short(name)} {'created' if name in after else 'deleted'}" for name in sorted(before ^ after)
+               if not any(path in (".", "") or name.startswith(path) or path.split(os.sep, 1)[0] == name
+                          for path in named)]
+    if not changes:
+        return None
+    more = f" and {len(changes) - 5} more" if len(changes) > 5 else ""
+    return f"{_FILES}: {', '.join(changes[:5])}{more} inside the call, at paths none of its arguments names"
 
 
 def _tf_state() -> dict[str, Any]:
@@ -183,13 +247,16 @@ def _tf_graph_change(before: tuple, after: tuple) -> str | None:
     return None
 
 
-def put_back(state: dict[str, Any], reseeds: Reseeds | None = None) -> list[str]:
-    """Restore what a call changed of `state` (so later tests start as the notebook left them); what it changed."""
+def put_back(state: dict[str, Any], reseeds: Reseeds | None = None, named: list[str] | None = None) -> list[str]:
+    """Restore what a call changed of `state` (so later tests start as the notebook left them); what it changed.
+    Files the call wrote where its arguments (`named`: paths_named) do not point are reported, never removed: they
+    are the student's, and the working folder is theirs."""
     now = snapshot()
     if now == state and (reseeds is None or not reseeds.reseeded()):
         return []  # nearly every call: one comparison
     left, repaired = [], _tf_repaired(state, now)
-    for what in (what for what in state if what in now and now[what] != state[what]):
+    left += filter(None, [_files_written(state.get(_FILES), now.get(_FILES), named or [])])
+    for what in (what for what in state if what in now and now[what] != state[what] and what != _FILES):
         if what == _TF_EAGER and not repaired:
             left.append(f"{what}: on before the call, off after it")
         elif what == _TF_GRAPH and not repaired:  # switching eager mode back on takes a new global graph

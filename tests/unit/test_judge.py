@@ -514,3 +514,32 @@ def test_a_replaced_agent_gets_no_points(judged):
 def test_free_names_are_what_the_cell_reads_and_does_not_define():
     source = "import numpy as np\ndef f(a):\n    return g(a) + np.pi\nx = [h(y) for y in range(3)]\nprint(f(x), z)"
     assert free_names(source) == ["g", "h", "z"]
+
+
+def test_a_call_that_writes_files_where_its_arguments_do_not_point_fails(tmp_path, monkeypatch):
+    """In this process, without a kernel: a file the call creates or deletes in the working folder is reported
+    unless an argument names it (or the folder it goes in, or a prefix of it: ONNX's external `.data` file)."""
+    from pathlib import Path
+
+    from dlkit import agent, wire
+
+    def left(fn, *args):
+        request = {"target": agent._as_handle(fn)["v"], "args": wire.Encoder().encode(list(args)),
+                   "kwargs": wire.Encoder().encode({})}
+        return agent._call(request)["left_state"]
+
+    def export(path):
+        Path(path).parent.mkdir(exist_ok=True)
+        Path(path).write_bytes(b"model")
+        Path(f"{path}.data").write_bytes(b"weights")
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("the student's own file")
+    assert left(export, str(tmp_path / "exports" / "model.onnx")) == []
+    assert left(export, "model.onnx") == []
+    assert left(lambda: Path(".cache").mkdir()) == [], "hidden folders are the kernel's caches"
+    assert left(lambda: export("hard-coded.onnx")) == [
+        "files in the working folder: 'hard-coded.onnx' created, 'hard-coded.onnx.data' created inside the call, "
+        "at paths none of its arguments names"]
+    assert left(lambda: Path("notes.txt").unlink()) == [
+        "files in the working folder: 'notes.txt' deleted inside the call, at paths none of its arguments names"]

@@ -192,6 +192,11 @@ def hint_table(verdicts: list[tuple[Entry, list[str]]]) -> tuple[str, bool]:
     return text, not wrongly
 
 
+def disagreements(verdicts: list[tuple[Entry, bool, str]]) -> list[str]:
+    """One Markdown line per corpus entry that disagrees with its label."""
+    return [f"- {e.assignment} {e.kind} answer to {e.exercise} ({e.why}): {what}" for e, ok, what in verdicts if not ok]
+
+
 def table(verdicts: list[tuple[Entry, bool, str]]) -> str:
     """The agreement table (per assignment) and every disagreement, as Markdown."""
     lines = ["| assignment | correct accepted | wrong rejected |", "|---|---|---|"]
@@ -201,8 +206,7 @@ def table(verdicts: list[tuple[Entry, bool, str]]) -> str:
             mine = [ok for e, ok, _ in verdicts if e.assignment == assignment and e.kind == kind]
             cells.append(f"{sum(mine)}/{len(mine)}")
         lines.append(f"| {assignment} | {cells[0]} | {cells[1]} |")
-    wrongs = [f"- {e.assignment} {e.kind} answer to {e.exercise} ({e.why}): {what}"
-              for e, ok, what in verdicts if not ok]
+    wrongs = disagreements(verdicts)
     return "\n".join(lines + ["", "Disagreements:" if wrongs else "Every entry agrees with its label.", *wrongs]) + "\n"
 
 
@@ -283,8 +287,7 @@ def verdict_summary(verdicts: list[tuple[Entry, bool, str]], sample_verdicts: li
                     devices_hold: bool) -> str:
     """The report's last section: every disagreement again, in one place at the end, so a log that keeps
     only its tail (a CI run's) still says which answer or sample disagreed and how."""
-    lines = [f"- corpus: {e.assignment} {e.kind} answer to {e.exercise} ({e.why}): {what}"
-             for e, ok, what in verdicts if not ok]
+    lines = [line.replace("- ", "- corpus: ", 1) for line in disagreements(verdicts)]
     lines += [f"- sample: {v.student}/{v.assignment}: {v.what}" for v in sample_verdicts if not v.agrees]
     if not hints_hold:
         lines.append("- hints: a correct answer was given a hint (see the hints section)")

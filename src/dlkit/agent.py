@@ -168,7 +168,7 @@ def _call(request: dict) -> dict:
     except Exception as err:
         globalstate.put_back(state)
         return _raised(err)
-    left = globalstate.put_back(state, reseeds, globalstate.paths_named(args, kwargs))
+    left = globalstate.put_back(state, reseeds, (args, kwargs))
     after = _snapshot(args)
     changed = {str(i): _encode(arg) for i, (arg, old, new) in enumerate(zip(args, before, after)) if old != new}
     moved = [i for i, (old, new) in enumerate(zip(before, after)) if old and new and old[1] != new[1]]

@@ -80,7 +80,7 @@ def _working_names() -> frozenset[str] | None:
     return _listed[2]
 
 
-def paths_named(args: list, kwargs: dict) -> list[str]:
+def _paths_named(args: list, kwargs: dict) -> list[str]:
     """The paths a call's arguments name (strings and os.PathLike, one level into lists, tuples and dicts), relative
     to the working folder: where a call may write (`export_onnx(model, example, path)`)."""
     named = []
@@ -247,15 +247,18 @@ def _tf_graph_change(before: tuple, after: tuple) -> str | None:
     return None
 
 
-def put_back(state: dict[str, Any], reseeds: Reseeds | None = None, named: list[str] | None = None) -> list[str]:
+def put_back(state: dict[str, Any], reseeds: Reseeds | None = None,
+             arguments: tuple[list, dict] | None = None) -> list[str]:
     """Restore what a call changed of `state` (so later tests start as the notebook left them); what it changed.
-    Files the call wrote where its arguments (`named`: paths_named) do not point are reported, never removed: they
-    are the student's, and the working folder is theirs."""
+    Files the call wrote where its `arguments` (args, kwargs) do not point are reported, never removed: they are
+    the student's, and the working folder is theirs."""
     now = snapshot()
     if now == state and (reseeds is None or not reseeds.reseeded()):
         return []  # nearly every call: one comparison
     left, repaired = [], _tf_repaired(state, now)
-    left += filter(None, [_files_written(state.get(_FILES), now.get(_FILES), named or [])])
+    if now.get(_FILES) != state.get(_FILES):  # the paths the arguments name, only where files changed
+        named = _paths_named(*arguments) if arguments is not None else []
+        left += filter(None, [_files_written(state.get(_FILES), now.get(_FILES), named)])
     for what in (what for what in state if what in now and now[what] != state[what] and what != _FILES):
         if what == _TF_EAGER and not repaired:
             left.append(f"{what}: on before the call, off after it")
